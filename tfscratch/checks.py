@@ -1,0 +1,110 @@
+"""Input checks that turn a bad argument into a sentence a learner can act on.
+
+Without them a wrong shape surfaces as a NumPy broadcasting traceback three layers down,
+and an out-of-range token id silently indexes the wrong row. Every check names the
+argument, what was given and what was expected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def describe(value) -> str:
+    """Short description of a value for an error message."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive int")
+    return int(value)
+
+
+def check_probability(value, name: str) -> float:
+    """A drop probability: a float in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise TypeError(f"{name} must be a float in [0, 1), got {describe(value)}")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name}={value!r} must be in [0, 1)")
+    return float(value)
+
+
+def check_choice(value, name: str, choices: tuple) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of {choices}")
+    return value
+
+
+def check_float_array(x, name: str, ndim: int | tuple[int, ...], last_dim: int | None = None):
+    """A float array of rank ``ndim`` (an int or a tuple of allowed ranks), ``(..., last_dim)``."""
+    if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"{name} must be a float numpy array, got {describe(x)}")
+    ranks = (ndim,) if isinstance(ndim, int) else ndim
+    if x.ndim not in ranks:
+        expected = " or ".join(f"{r}-D" for r in ranks)
+        raise ValueError(f"{name} must be {expected}, got shape {x.shape}")
+    if last_dim is not None and x.shape[-1] != last_dim:
+        raise ValueError(
+            f"{name} has last dimension {x.shape[-1]} (shape {x.shape}); expected {last_dim}"
+        )
+    return x
+
+
+def check_token_ids(tokens, name: str, vocab_size: int, ndim: int | None = None) -> np.ndarray:
+    """Integer token ids in ``[0, vocab_size)``; lists are accepted and converted."""
+    if isinstance(tokens, (list, tuple)):
+        tokens = np.asarray(tokens)
+        if tokens.size == 0:
+            tokens = tokens.astype(np.int64)
+    if not isinstance(tokens, np.ndarray):
+        raise TypeError(f"{name} must be an integer array of token ids, got {describe(tokens)}")
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise TypeError(
+            f"{name} must hold integer token ids, got dtype {tokens.dtype} "
+            f"(shape {tokens.shape}); convert with .astype(np.int64)"
+        )
+    if ndim is not None and tokens.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tokens.shape}")
+    if tokens.size:
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"{name} contains token id {bad}, outside [0, {vocab_size}) for a vocabulary "
+                f"of {vocab_size}"
+            )
+    return tokens
+
+
+def check_length(T: int, max_len: int, name: str = "sequence length", offset: int = 0) -> None:
+    """Positions ``offset ... offset + T - 1`` must exist in a table of ``max_len``."""
+    if offset + T > max_len:
+        where = f" after {offset} cached positions" if offset else ""
+        raise ValueError(
+            f"{name} {T}{where} exceeds max_len={max_len} of this model; "
+            f"use at most {max_len - offset} positions or build the model with a larger max_len"
+        )
+
+
+def check_mask(mask, name: str, shape: tuple[int, ...], broadcast: bool) -> np.ndarray | None:
+    """A boolean mask that equals ``shape`` (or broadcasts to it, when ``broadcast``)."""
+    if mask is None:
+        return None
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+        raise TypeError(f"{name} must be a boolean array (True = blocked), got {describe(mask)}")
+    if broadcast:
+        try:
+            np.broadcast_shapes(mask.shape, shape)
+            fits = mask.ndim <= len(shape)
+        except ValueError:
+            fits = False
+        if not fits or np.broadcast_shapes(mask.shape, shape) != shape:
+            raise ValueError(
+                f"{name} of shape {mask.shape} does not broadcast to (B, H, T_q, T_k)={shape}"
+            )
+    elif mask.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {mask.shape}")
+    return mask

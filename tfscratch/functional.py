@@ -1,0 +1,326 @@
+"""The maths of a Transformer as plain functions, each with its derivative beside it.
+
+Layer 1 of the package: NumPy only. Every ``*_backward`` here is checked against central
+finite differences in ``tests/test_functional.py``.
+
+Shapes use ``B`` (batch), ``H`` (heads), ``T`` (positions), ``D`` (features), ``V`` (vocabulary).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Python floats, not NumPy scalars: a float64 NumPy scalar would promote float32 arrays.
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_CUBIC = 0.044715
+GELU_APPROXIMATIONS = ("tanh", "none")
+
+
+# --- softmax ----------------------------------------------------------------------------
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    r"""Numerically stable softmax, :math:`e^{x_i - \max x} / \sum_j e^{x_j - \max x}`.
+
+    Subtracting the maximum changes nothing mathematically but keeps ``exp`` from
+    overflowing. Entries equal to ``-inf`` get probability 0; a slice that is *all*
+    ``-inf`` (a query that may attend to nothing) gets all zeros instead of NaN.
+    """
+    x = np.asarray(x)
+    x_max = np.max(x, axis=axis, keepdims=True)
+    # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
+    x_max = np.where(np.isneginf(x_max), 0.0, x_max)
+    exps = np.exp(x - x_max)
+    total = np.sum(exps, axis=axis, keepdims=True)
+    return exps / np.where(total == 0.0, 1.0, total)
+
+
+def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1) -> np.ndarray:
+    r"""Gradient through softmax given its output ``probs``.
+
+    The Jacobian is :math:`\partial p_i / \partial x_j = p_i(\delta_{ij} - p_j)`, so the
+    vector-Jacobian product is :math:`p \odot (g - \langle g, p \rangle)`: no ``T x T``
+    Jacobian is ever built.
+    """
+    inner = np.sum(grad_output * probs, axis=axis, keepdims=True)
+    return probs * (grad_output - inner)
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    r""":math:`x_i - \log\sum_j e^{x_j}`, computed without forming the probabilities."""
+    x = np.asarray(x)
+    x_max = np.max(x, axis=axis, keepdims=True)
+    shifted = x - x_max
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def log_softmax_backward(
+    grad_output: np.ndarray, log_probs: np.ndarray, axis: int = -1
+) -> np.ndarray:
+    r""":math:`g - e^{\ell} \sum_j g_j` for output ``log_probs`` :math:`\ell`."""
+    return grad_output - np.exp(log_probs) * np.sum(grad_output, axis=axis, keepdims=True)
+
+
+# --- activations ------------------------------------------------------------------------
+def _check_approximate(approximate: str) -> None:
+    if approximate not in GELU_APPROXIMATIONS:
+        raise ValueError(f"approximate={approximate!r} is not one of {GELU_APPROXIMATIONS}")
+
+
+def _standard_normal_cdf(x: np.ndarray) -> np.ndarray:
+    # scipy's erf is imported here, not at module level, so that importing tfscratch stays
+    # NumPy-only; only the exact GELU needs it.
+    from scipy.special import erf
+
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
+    r"""Gaussian Error Linear Unit, :math:`x\,\Phi(x)`.
+
+    ``approximate="tanh"`` (GPT-2's form, the default here):
+    :math:`\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))`.
+    ``approximate="none"``: the exact :math:`x\,\Phi(x)` with the normal CDF via ``erf``.
+    """
+    _check_approximate(approximate)
+    if approximate == "none":
+        return x * _standard_normal_cdf(x).astype(x.dtype, copy=False)
+    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)
+    return 0.5 * x * (1.0 + np.tanh(inner))
+
+
+def gelu_backward(grad_output: np.ndarray, x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
+    r"""Gradient of :func:`gelu` with respect to its input ``x``.
+
+    Exact: :math:`\Phi(x) + x\,\varphi(x)`. Tanh form, with :math:`t = \tanh(u)`,
+    :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`:
+    :math:`\tfrac12(1+t) + \tfrac12 x (1-t^2)\sqrt{2/\pi}(1 + 3\cdot0.044715x^2)`.
+    """
+    _check_approximate(approximate)
+    if approximate == "none":
+        cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False)
+        pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return grad_output * (cdf + x * pdf)
+    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)
+    t = np.tanh(inner)
+    d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x)
+    return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0)."""
+    return np.maximum(x, 0)
+
+
+def relu_backward(grad_output: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The gradient passes where ``x > 0`` (the kink at 0 takes gradient 0, as PyTorch)."""
+    return grad_output * (x > 0)
+
+
+# --- layer norm -------------------------------------------------------------------------
+def layer_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
+) -> np.ndarray:
+    r"""Normalise the last axis to zero mean and unit variance, then scale and shift.
+
+    :math:`y = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta`, with the biased
+    variance (divide by ``D``), as PyTorch. ``x``: ``(..., D)``; ``gamma``, ``beta``: ``(D,)``.
+    """
+    return layer_norm_forward(x, gamma, beta, eps)[0]
+
+
+def layer_norm_forward(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`layer_norm` that also returns what the backward needs: ``(y, x_hat, inv_std)``."""
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    variance = np.mean(centred * centred, axis=-1, keepdims=True)
+    inv_std = 1.0 / np.sqrt(variance + eps)
+    x_hat = centred * inv_std
+    return x_hat * gamma + beta, x_hat, inv_std
+
+
+def layer_norm_backward(
+    grad_output: np.ndarray, x_hat: np.ndarray, inv_std: np.ndarray, gamma: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Gradients ``(dx, dgamma, dbeta)`` of LayerNorm.
+
+    With :math:`g = \partial L/\partial \hat x = \gamma \odot \partial L/\partial y`, the
+    mean and variance both depend on every feature, which gives
+    :math:`\partial L/\partial x = \frac{1}{\sigma}\,(g - \bar g - \hat x\,\overline{g \hat x})`
+    (bars are means over the feature axis).
+    """
+    reduce_axes = tuple(range(grad_output.ndim - 1))
+    dgamma = np.sum(grad_output * x_hat, axis=reduce_axes)
+    dbeta = np.sum(grad_output, axis=reduce_axes)
+    g = grad_output * gamma
+    dx = inv_std * (
+        g - g.mean(axis=-1, keepdims=True) - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True)
+    )
+    return dx, dgamma, dbeta
+
+
+# --- dropout ----------------------------------------------------------------------------
+def dropout_mask(shape, p: float, rng: np.random.Generator, dtype=np.float32) -> np.ndarray:
+    """Inverted-dropout multiplier: ``0`` with probability ``p``, else ``1 / (1 - p)``.
+
+    Scaling the kept units at training time keeps every activation's expectation unchanged,
+    so evaluation needs no rescaling at all.
+    """
+    keep = rng.random(shape) >= p
+    return keep.astype(dtype) * np.asarray(1.0 / (1.0 - p), dtype=dtype)
+
+
+# --- attention --------------------------------------------------------------------------
+def causal_mask(T: int, offset: int = 0) -> np.ndarray:
+    """Boolean ``(T, offset + T)`` mask, True where a query may **not** look (the future).
+
+    Query ``i`` sits at absolute position ``offset + i`` and may see keys ``0 ... offset + i``.
+    With ``offset=0`` (the usual case) this is ``(T, T)`` with True strictly above the diagonal.
+    ``offset`` is the number of positions already in a KV cache.
+    """
+    if not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T={T!r} must be a positive int")
+    if not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise ValueError(f"offset={offset!r} must be a non-negative int")
+    query_positions = offset + np.arange(T)[:, None]
+    key_positions = np.arange(offset + T)[None, :]
+    return key_positions > query_positions
+
+
+def scaled_dot_product_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`\mathrm{softmax}(Q K^\top / \sqrt{d} + \text{mask})\,V`.
+
+    Args:
+        q: ``(B, H, T_q, d_head)``; k, v: ``(B, H, T_k, d_head)`` (any leading axes work).
+        mask: boolean, True = blocked, broadcastable to ``(B, H, T_q, T_k)``.
+
+    Returns:
+        ``(out, weights)``: ``(B, H, T_q, d_head)`` and ``(B, H, T_q, T_k)``. A query whose
+        keys are all blocked gets zero weights and a zero output, never NaN.
+    """
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    scores = (q @ np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    weights = softmax(scores, axis=-1).astype(q.dtype, copy=False)
+    return weights @ v, weights
+
+
+def scaled_dot_product_attention_backward(
+    grad_output: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients ``(dq, dk, dv)`` of :func:`scaled_dot_product_attention`.
+
+    Blocked entries have weight 0, so the softmax backward gives them gradient 0: the mask
+    needs no special treatment here.
+    """
+    scale = np.asarray(1.0 / np.sqrt(q.shape[-1]), dtype=q.dtype)
+    dv = np.swapaxes(weights, -1, -2) @ grad_output
+    dweights = grad_output @ np.swapaxes(v, -1, -2)
+    dscores = softmax_backward(dweights, weights) * scale
+    dq = dscores @ k
+    dk = np.swapaxes(dscores, -1, -2) @ q
+    return dq, dk, dv
+
+
+# --- cross-entropy ----------------------------------------------------------------------
+def _check_targets(logits: np.ndarray, targets: np.ndarray, ignore_index: int | None) -> None:
+    if not isinstance(logits, np.ndarray) or not np.issubdtype(logits.dtype, np.floating):
+        raise TypeError(
+            f"logits must be a float array of shape (..., V), got {type(logits).__name__}"
+            + (f" of dtype {logits.dtype}" if isinstance(logits, np.ndarray) else "")
+        )
+    if not isinstance(targets, np.ndarray) or not np.issubdtype(targets.dtype, np.integer):
+        raise TypeError(
+            "targets must be an integer array of class ids, got "
+            + (f"dtype {targets.dtype}" if isinstance(targets, np.ndarray) else type(targets).__name__)
+        )
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"targets shape {targets.shape} does not match logits shape {logits.shape}: "
+            f"expected targets of shape {logits.shape[:-1]}"
+        )
+    n_classes = logits.shape[-1]
+    valid = targets != ignore_index if ignore_index is not None else np.ones(targets.shape, bool)
+    bad = valid & ((targets < 0) | (targets >= n_classes))
+    if bad.any():
+        value = targets[bad].flat[0]
+        raise ValueError(
+            f"targets contain {value}, outside [0, {n_classes}) for logits with {n_classes} "
+            f"classes" + (f" (ignore_index={ignore_index})" if ignore_index is not None else "")
+        )
+
+
+def _cross_entropy_parts(logits, targets, ignore_index, label_smoothing):
+    """Shared by forward and backward: log-probs, the kept targets and the count."""
+    _check_targets(logits, targets, ignore_index)
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing={label_smoothing!r} must be in [0, 1)")
+    n_classes = logits.shape[-1]
+    flat_logits = logits.reshape(-1, n_classes)
+    flat_targets = targets.reshape(-1)
+    keep = (
+        flat_targets != ignore_index
+        if ignore_index is not None
+        else np.ones(flat_targets.shape, dtype=bool)
+    )
+    return flat_logits, flat_targets, keep, int(keep.sum())
+
+
+def cross_entropy(
+    logits: np.ndarray,
+    targets: np.ndarray,
+    ignore_index: int | None = None,
+    label_smoothing: float = 0.0,
+) -> float:
+    r"""Mean negative log-likelihood of ``targets`` under ``softmax(logits)``.
+
+    With label smoothing :math:`\varepsilon` the target distribution is
+    :math:`(1-\varepsilon)\,\text{onehot} + \varepsilon / V` (as PyTorch). Targets equal to
+    ``ignore_index`` do not count; if every target is ignored the loss is 0.0.
+
+    Args:
+        logits: float ``(..., V)``. targets: integer ``(...)``.
+    """
+    flat_logits, flat_targets, keep, count = _cross_entropy_parts(
+        logits, targets, ignore_index, label_smoothing
+    )
+    if count == 0:
+        return 0.0
+    log_probs = log_softmax(flat_logits[keep].astype(np.float64, copy=False))
+    kept_targets = flat_targets[keep]
+    nll = -log_probs[np.arange(count), kept_targets]
+    if label_smoothing:
+        nll = (1.0 - label_smoothing) * nll - label_smoothing * log_probs.mean(axis=-1)
+    return float(nll.mean())
+
+
+def cross_entropy_backward(
+    logits: np.ndarray,
+    targets: np.ndarray,
+    ignore_index: int | None = None,
+    label_smoothing: float = 0.0,
+) -> np.ndarray:
+    r"""Gradient of :func:`cross_entropy` with respect to ``logits`` (same shape and dtype).
+
+    The famous result: :math:`(\mathrm{softmax}(z) - y) / N`, where :math:`y` is the
+    (smoothed) target distribution and :math:`N` the number of targets that count.
+    Ignored positions get a zero gradient.
+    """
+    flat_logits, flat_targets, keep, count = _cross_entropy_parts(
+        logits, targets, ignore_index, label_smoothing
+    )
+    grad = np.zeros_like(flat_logits)
+    if count == 0:
+        return grad.reshape(logits.shape)
+    n_classes = logits.shape[-1]
+    probs = softmax(flat_logits[keep])
+    probs[np.arange(count), flat_targets[keep]] -= 1.0 - label_smoothing
+    if label_smoothing:
+        probs -= label_smoothing / n_classes
+    grad[keep] = probs / count
+    return grad.reshape(logits.shape)

@@ -1,0 +1,182 @@
+"""Building blocks: Linear, Embedding, LayerNorm, Dropout, ReLU, GELU, FeedForward.
+
+Each class keeps its forward and backward side by side, with the variable names of the
+maths. Inputs may have any number of leading axes: ``(..., D)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import functional as F
+from .checks import (
+    check_choice,
+    check_float_array,
+    check_positive_int,
+    check_probability,
+    check_token_ids,
+)
+from .module import Module, Parameter, check_dtype, make_rng
+
+
+def _flatten_leading(x: np.ndarray) -> np.ndarray:
+    """``(..., D)`` -> ``(N, D)``: one 2-D matmul is faster than a batched one."""
+    return x.reshape(-1, x.shape[-1])
+
+
+class Linear(Module):
+    """``y = x @ weight + bias``, with ``weight`` stored ``(d_in, d_out)`` like the paper's
+    :math:`XW` (PyTorch stores the transpose).
+
+    Initialised as PyTorch does: uniform in :math:`\\pm 1/\\sqrt{d_{in}}`.
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True, *, seed=None, rng=None,
+                 dtype=np.float32):
+        self.d_in = check_positive_int(d_in, "d_in")
+        self.d_out = check_positive_int(d_out, "d_out")
+        rng = make_rng(seed, rng)
+        dtype = check_dtype(dtype)
+        bound = 1.0 / np.sqrt(d_in)
+        self.weight = Parameter(rng.uniform(-bound, bound, (d_in, d_out)).astype(dtype))
+        self.bias = (
+            Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
+        )
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """x: ``(..., d_in)`` -> ``(..., d_out)``."""
+        check_float_array(x, "x", ndim=tuple(range(1, 6)), last_dim=self.d_in)
+        self._x = x
+        y = x @ self.weight.data
+        if self.bias is not None:
+            y += self.bias.data
+        return y
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """``dW = x^T dy`` (summed over every leading axis), ``db = sum dy``, ``dx = dy W^T``."""
+        x2d, dy2d = _flatten_leading(self._x), _flatten_leading(grad_output)
+        self.weight.grad += x2d.T @ dy2d
+        if self.bias is not None:
+            self.bias.grad += dy2d.sum(axis=0)
+        return grad_output @ self.weight.data.T
+
+
+class Embedding(Module):
+    """A lookup table: token id ``i`` -> row ``weight[i]``. Initialised N(0, 1), as PyTorch."""
+
+    def __init__(self, num: int, dim: int, *, seed=None, rng=None, dtype=np.float32):
+        self.num = check_positive_int(num, "num")
+        self.dim = check_positive_int(dim, "dim")
+        rng = make_rng(seed, rng)
+        self.weight = Parameter(rng.standard_normal((num, dim)).astype(check_dtype(dtype)))
+
+    def forward(self, ids: np.ndarray) -> np.ndarray:
+        """ids: integer ``(...)`` -> ``(..., dim)``."""
+        self._ids = check_token_ids(ids, "ids", self.num)
+        return self.weight.data[self._ids]
+
+    def backward(self, grad_output: np.ndarray) -> None:
+        """Scatter-add each position's gradient into its token's row.
+
+        ``np.add.at`` (not ``grad[ids] += g``) so a token used twice gets both gradients.
+        Token ids have no gradient, so this returns None.
+        """
+        np.add.at(self.weight.grad, self._ids.reshape(-1), _flatten_leading(grad_output))
+        return None
+
+
+class LayerNorm(Module):
+    """Normalise each position's features; see :func:`tfscratch.functional.layer_norm`."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, *, dtype=np.float32):
+        self.dim = check_positive_int(dim, "dim")
+        self.eps = float(eps)
+        dtype = check_dtype(dtype)
+        self.gamma = Parameter(np.ones(dim, dtype=dtype))
+        self.beta = Parameter(np.zeros(dim, dtype=dtype))
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """x: ``(..., dim)`` -> same shape."""
+        check_float_array(x, "x", ndim=tuple(range(1, 6)), last_dim=self.dim)
+        y, self._x_hat, self._inv_std = F.layer_norm_forward(
+            x, self.gamma.data, self.beta.data, self.eps
+        )
+        return y
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        dx, dgamma, dbeta = F.layer_norm_backward(
+            grad_output, self._x_hat, self._inv_std, self.gamma.data
+        )
+        self.gamma.grad += dgamma
+        self.beta.grad += dbeta
+        return dx
+
+
+class Dropout(Module):
+    """Inverted dropout: in training, zero each unit with probability ``p`` and scale the rest
+    by ``1/(1-p)``; in evaluation, the identity.
+
+    The random stream is the module's own (seeded), so a run is repeatable.
+    """
+
+    def __init__(self, p: float = 0.0, *, seed=None, rng=None):
+        self.p = check_probability(p, "p")
+        self._rng = make_rng(seed, rng)
+        self._mask = None
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        if not self.training or self.p == 0.0:
+            self._mask = None
+            return x
+        self._mask = F.dropout_mask(x.shape, self.p, self._rng, dtype=x.dtype)
+        return x * self._mask
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        return grad_output if self._mask is None else grad_output * self._mask
+
+
+class ReLU(Module):
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self._x = x
+        return F.relu(x)
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        return F.relu_backward(grad_output, self._x)
+
+
+class GELU(Module):
+    """GELU; ``approximate="tanh"`` (default, as GPT-2) or ``"none"`` (exact, erf)."""
+
+    def __init__(self, approximate: str = "tanh"):
+        self.approximate = check_choice(approximate, "approximate", F.GELU_APPROXIMATIONS)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self._x = x
+        return F.gelu(x, self.approximate)
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        return F.gelu_backward(grad_output, self._x, self.approximate)
+
+
+ACTIVATIONS = {"gelu": GELU, "relu": ReLU}
+
+
+class FeedForward(Module):
+    """Position-wise MLP: ``fc2(dropout(act(fc1(x))))``, ``d_model -> d_ff -> d_model``."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
+                 *, seed=None, rng=None, dtype=np.float32):
+        check_choice(activation, "activation", tuple(ACTIVATIONS))
+        rng = make_rng(seed, rng)
+        self.fc1 = Linear(d_model, d_ff, rng=rng, dtype=dtype)
+        self.act = ACTIVATIONS[activation]()
+        self.dropout = Dropout(dropout, rng=rng)
+        self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """x: ``(..., d_model)`` -> same shape."""
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        grad = self.dropout.backward(self.fc2.backward(grad_output))
+        return self.fc1.backward(self.act.backward(grad))

@@ -1,0 +1,32 @@
+"""Cross-entropy as a module, for training loops: ``forward`` then ``backward``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import functional as F
+from .module import Module
+
+
+class CrossEntropyLoss(Module):
+    """Mean cross-entropy over the targets that are not ``ignore_index``.
+
+    ``forward(logits (..., V), targets (...)) -> float``; ``backward() -> dlogits`` with the
+    shape and dtype of ``logits``. See :func:`tfscratch.functional.cross_entropy`.
+    """
+
+    def __init__(self, ignore_index: int | None = None, label_smoothing: float = 0.0):
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing={label_smoothing!r} must be in [0, 1)")
+        self.ignore_index = ignore_index
+        self.label_smoothing = float(label_smoothing)
+
+    def forward(self, logits: np.ndarray, targets: np.ndarray) -> float:
+        self._logits, self._targets = logits, targets
+        return F.cross_entropy(logits, targets, self.ignore_index, self.label_smoothing)
+
+    def backward(self, grad_output: float = 1.0) -> np.ndarray:
+        grad = F.cross_entropy_backward(
+            self._logits, self._targets, self.ignore_index, self.label_smoothing
+        )
+        return grad if grad_output == 1.0 else grad * np.asarray(grad_output, grad.dtype)

@@ -1,0 +1,371 @@
+"""Three models assembled from the blocks, minGPT-style: one class per model, a plain
+``config`` dict that rebuilds it.
+
+* :class:`DecoderLM`: a GPT (token + position embeddings, causal decoder blocks, LM head).
+* :class:`Seq2SeqTransformer`: the encoder-decoder of "Attention Is All You Need".
+* :class:`EncoderClassifier`: an encoder with mean or [CLS] pooling and a linear head.
+
+Weights start as GPT-2's do: every linear map and embedding drawn from N(0, 0.02), biases
+zero, LayerNorm the identity. Small initial weights give near-uniform first predictions,
+so the first loss is close to ln(vocab_size).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attention import KVCache
+from .blocks import NORM_PLACEMENTS, DecoderBlock, EncoderBlock
+from .checks import (
+    check_choice,
+    check_length,
+    check_mask,
+    check_positive_int,
+    check_token_ids,
+)
+from .layers import Dropout, Embedding, LayerNorm, Linear
+from .module import Module, Parameter, check_dtype, make_rng
+from .positional import POSITIONAL_ENCODINGS
+
+INIT_STD = 0.02
+
+
+def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
+    """N(0, 0.02) for weight matrices and embedding tables, zeros for biases."""
+    for name, parameter in model.named_parameters().items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "bias":
+            parameter.data[...] = 0
+        elif leaf in ("weight", "cls_token"):
+            parameter.data[...] = rng.normal(0.0, INIT_STD, parameter.shape)
+
+
+def _check_common(d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos):
+    check_positive_int(d_model, "d_model")
+    check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by n_heads={n_heads}; each head needs an "
+            f"equal slice of the model width"
+        )
+    for name, value in n_layers_named.items():
+        check_positive_int(value, name)
+    positions = tuple(POSITIONAL_ENCODINGS) + (("none",) if allow_no_pos else ())
+    check_choice(pos, "pos", positions)
+    check_choice(norm, "norm", NORM_PLACEMENTS)
+    check_choice(activation, "activation", ("gelu", "relu"))
+
+
+def _make_positions(pos: str, max_len: int, d_model: int, rng, dtype):
+    if pos == "none":
+        return None
+    if pos == "learned":
+        return POSITIONAL_ENCODINGS[pos](max_len, d_model, rng=rng, dtype=dtype)
+    return POSITIONAL_ENCODINGS[pos](max_len, d_model, dtype=dtype)
+
+
+def _check_token_batch(tokens, name: str, vocab_size: int, max_len: int, offset: int = 0):
+    tokens = check_token_ids(tokens, name, vocab_size, ndim=2)
+    if tokens.shape[1] == 0:
+        raise ValueError(f"{name} has no positions (shape {tokens.shape}); expected (B, T>=1)")
+    check_length(tokens.shape[1], max_len, f"{name} length", offset=offset)
+    return tokens
+
+
+class _TiedHead:
+    """Output projection ``h @ E^T`` that reuses the token embedding ``E`` (weight tying:
+    the same vector represents a token going in and scores it coming out)."""
+
+    @staticmethod
+    def forward(h, embedding: Embedding):
+        return h @ embedding.weight.data.T
+
+    @staticmethod
+    def backward(grad_logits, h, embedding: Embedding):
+        D = h.shape[-1]
+        embedding.weight.grad += grad_logits.reshape(-1, grad_logits.shape[-1]).T @ h.reshape(-1, D)
+        return grad_logits @ embedding.weight.data
+
+
+class DecoderLM(Module):
+    """A GPT: ``tokens (B, T) -> logits (B, T, vocab_size)``, each position predicting the next.
+
+    Parameters: ``tok_emb``, ``pos_emb`` (learned only), ``blocks.{i}``, ``ln_f`` (pre-norm
+    only), ``lm_head`` (only with ``tie_weights=False``).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
+                 d_ff: int | None = None, max_len: int = 256, dropout: float = 0.0,
+                 pos: str = "learned", norm: str = "pre", activation: str = "gelu",
+                 tie_weights: bool = True, seed: int | None = None, dtype=np.float32):
+        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False)
+        dtype = check_dtype(dtype)
+        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+        self.config = dict(vocab_size=check_positive_int(vocab_size, "vocab_size"),
+                           d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                           max_len=check_positive_int(max_len, "max_len"), dropout=dropout,
+                           pos=pos, norm=norm, activation=activation,
+                           tie_weights=bool(tie_weights), seed=seed, dtype=dtype.name)
+        rng = make_rng(seed)
+        self.vocab_size, self.max_len, self.tie_weights = vocab_size, max_len, bool(tie_weights)
+        self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
+        self.pos_emb = _make_positions(pos, max_len, d_model, rng, dtype)
+        self.emb_dropout = Dropout(dropout, rng=rng)
+        self.blocks = [
+            DecoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
+            for _ in range(n_layers)
+        ]
+        # Pre-norm leaves the residual stream un-normalised, so one last LayerNorm is needed.
+        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.lm_head = None if tie_weights else Linear(d_model, vocab_size, bias=False, rng=rng,
+                                                       dtype=dtype)
+        _init_gpt2(self, rng)
+
+    def new_kv_cache(self) -> list[KVCache]:
+        """An empty cache, one :class:`KVCache` per block, for :func:`tfscratch.generate`."""
+        return [KVCache(self.max_len) for _ in self.blocks]
+
+    def forward(self, tokens: np.ndarray, kv_cache: list[KVCache] | None = None) -> np.ndarray:
+        """tokens: int ``(B, T)`` -> logits ``(B, T, vocab_size)``.
+
+        With ``kv_cache``, ``tokens`` are the *new* positions only; they are placed after the
+        ``kv_cache[0].length`` cached ones (the position offset).
+        """
+        offset = kv_cache[0].length if kv_cache else 0
+        tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len, offset)
+        x = self.tok_emb(tokens)
+        x = self.pos_emb(x, offset=offset) if self.pos_emb is not None else x
+        x = self.emb_dropout(x)
+        for index, block in enumerate(self.blocks):
+            x = block(x, kv_cache=kv_cache[index] if kv_cache else None)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        self._h = x
+        if self.lm_head is not None:
+            return self.lm_head(x)
+        return _TiedHead.forward(x, self.tok_emb)
+
+    def backward(self, grad_logits: np.ndarray) -> None:
+        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, vocab_size)``."""
+        if self.lm_head is not None:
+            grad = self.lm_head.backward(grad_logits)
+        else:
+            grad = _TiedHead.backward(grad_logits, self._h, self.tok_emb)
+        if self.ln_f is not None:
+            grad = self.ln_f.backward(grad)
+        for block in reversed(self.blocks):
+            grad = block.backward(grad)
+        grad = self.emb_dropout.backward(grad)
+        if self.pos_emb is not None:
+            grad = self.pos_emb.backward(grad)
+        self.tok_emb.backward(grad)
+        return None
+
+
+class Seq2SeqTransformer(Module):
+    """Encoder-decoder: ``(src (B, S), tgt_in (B, T)) -> logits (B, T, tgt_vocab_size)``.
+
+    Parameters: ``src_emb``, ``tgt_emb``, ``src_pos``/``tgt_pos`` (learned only),
+    ``encoder_blocks.{i}``, ``encoder_ln`` and ``decoder_ln`` (pre-norm only),
+    ``decoder_blocks.{i}`` (with ``cross_attn``), ``lm_head`` (with ``tie_weights=False``).
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int, n_heads: int,
+                 n_encoder_layers: int, n_decoder_layers: int, d_ff: int | None = None,
+                 max_len: int = 64, dropout: float = 0.0, pos: str = "sinusoidal",
+                 norm: str = "pre", activation: str = "gelu", tie_weights: bool = True,
+                 seed: int | None = None, dtype=np.float32):
+        _check_common(d_model, n_heads, {"n_encoder_layers": n_encoder_layers,
+                                         "n_decoder_layers": n_decoder_layers},
+                      pos, norm, activation, False)
+        dtype = check_dtype(dtype)
+        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+        self.config = dict(src_vocab_size=check_positive_int(src_vocab_size, "src_vocab_size"),
+                           tgt_vocab_size=check_positive_int(tgt_vocab_size, "tgt_vocab_size"),
+                           d_model=d_model, n_heads=n_heads, n_encoder_layers=n_encoder_layers,
+                           n_decoder_layers=n_decoder_layers, d_ff=d_ff,
+                           max_len=check_positive_int(max_len, "max_len"), dropout=dropout,
+                           pos=pos, norm=norm, activation=activation,
+                           tie_weights=bool(tie_weights), seed=seed, dtype=dtype.name)
+        rng = make_rng(seed)
+        self.src_vocab_size, self.tgt_vocab_size, self.max_len = (src_vocab_size, tgt_vocab_size,
+                                                                  max_len)
+        self.src_emb = Embedding(src_vocab_size, d_model, rng=rng, dtype=dtype)
+        self.src_pos = _make_positions(pos, max_len, d_model, rng, dtype)
+        self.tgt_emb = Embedding(tgt_vocab_size, d_model, rng=rng, dtype=dtype)
+        self.tgt_pos = _make_positions(pos, max_len, d_model, rng, dtype)
+        self.src_dropout = Dropout(dropout, rng=rng)
+        self.tgt_dropout = Dropout(dropout, rng=rng)
+        self.encoder_blocks = [
+            EncoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
+            for _ in range(n_encoder_layers)
+        ]
+        self.encoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.decoder_blocks = [
+            DecoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, cross_attention=True,
+                         rng=rng, dtype=dtype)
+            for _ in range(n_decoder_layers)
+        ]
+        self.decoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.lm_head = None if tie_weights else Linear(d_model, tgt_vocab_size, bias=False,
+                                                       rng=rng, dtype=dtype)
+        _init_gpt2(self, rng)
+
+    def encode(self, src: np.ndarray, src_pad_mask: np.ndarray | None = None) -> np.ndarray:
+        """src: int ``(B, S)`` -> memory ``(B, S, d_model)``."""
+        src = _check_token_batch(src, "src", self.src_vocab_size, self.max_len)
+        check_mask(src_pad_mask, "src_pad_mask", src.shape, broadcast=False)
+        x = self.src_emb(src)
+        x = self.src_dropout(self.src_pos(x) if self.src_pos is not None else x)
+        for block in self.encoder_blocks:
+            x = block(x, key_padding_mask=src_pad_mask)
+        return self.encoder_ln(x) if self.encoder_ln is not None else x
+
+    def decode(self, tgt_in: np.ndarray, memory: np.ndarray,
+               src_pad_mask: np.ndarray | None = None,
+               tgt_pad_mask: np.ndarray | None = None) -> np.ndarray:
+        """tgt_in: int ``(B, T)``, memory ``(B, S, D)`` -> logits ``(B, T, tgt_vocab_size)``."""
+        tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
+        check_mask(tgt_pad_mask, "tgt_pad_mask", tgt_in.shape, broadcast=False)
+        x = self.tgt_emb(tgt_in)
+        x = self.tgt_dropout(self.tgt_pos(x) if self.tgt_pos is not None else x)
+        for block in self.decoder_blocks:
+            x = block(x, memory, key_padding_mask=tgt_pad_mask,
+                      memory_key_padding_mask=src_pad_mask)
+        if self.decoder_ln is not None:
+            x = self.decoder_ln(x)
+        self._h = x
+        if self.lm_head is not None:
+            return self.lm_head(x)
+        return _TiedHead.forward(x, self.tgt_emb)
+
+    def forward(self, src, tgt_in, src_pad_mask=None, tgt_pad_mask=None) -> np.ndarray:
+        """Teacher forcing: the decoder sees the true previous target tokens."""
+        src = _check_token_batch(src, "src", self.src_vocab_size, self.max_len)
+        tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
+        if src.shape[0] != tgt_in.shape[0]:
+            raise ValueError(
+                f"src has batch size {src.shape[0]} but tgt_in has {tgt_in.shape[0]}; they must match"
+            )
+        memory = self.encode(src, src_pad_mask)
+        return self.decode(tgt_in, memory, src_pad_mask, tgt_pad_mask)
+
+    def backward(self, grad_logits: np.ndarray) -> None:
+        if self.lm_head is not None:
+            grad = self.lm_head.backward(grad_logits)
+        else:
+            grad = _TiedHead.backward(grad_logits, self._h, self.tgt_emb)
+        if self.decoder_ln is not None:
+            grad = self.decoder_ln.backward(grad)
+        d_memory = 0.0
+        for block in reversed(self.decoder_blocks):
+            grad, d_memory_block = block.backward(grad)
+            d_memory = d_memory + d_memory_block  # every decoder layer reads the same memory
+        grad = self.tgt_dropout.backward(grad)
+        if self.tgt_pos is not None:
+            grad = self.tgt_pos.backward(grad)
+        self.tgt_emb.backward(grad)
+
+        grad = d_memory
+        if self.encoder_ln is not None:
+            grad = self.encoder_ln.backward(grad)
+        for block in reversed(self.encoder_blocks):
+            grad = block.backward(grad)
+        grad = self.src_dropout.backward(grad)
+        if self.src_pos is not None:
+            grad = self.src_pos.backward(grad)
+        self.src_emb.backward(grad)
+        return None
+
+
+class EncoderClassifier(Module):
+    """Encoder + pooling + linear head: ``tokens (B, T) -> logits (B, n_classes)``.
+
+    ``pooling="mean"`` averages the non-padding positions; ``pooling="cls"`` prepends a
+    learned ``cls_token`` vector at position 0 and classifies from its final state (BERT).
+    ``pos="none"`` drops positional information (an ablation: the encoder then sees a bag
+    of tokens). Parameters: ``tok_emb``, ``cls_token`` (cls only), ``pos_emb`` (learned
+    only), ``blocks.{i}``, ``ln_f`` (pre-norm only), ``head``.
+    """
+
+    def __init__(self, vocab_size: int, n_classes: int, d_model: int, n_heads: int,
+                 n_layers: int, d_ff: int | None = None, max_len: int = 64,
+                 pooling: str = "mean", dropout: float = 0.0, pos: str = "learned",
+                 norm: str = "pre", activation: str = "gelu", seed: int | None = None,
+                 dtype=np.float32):
+        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True)
+        check_choice(pooling, "pooling", ("mean", "cls"))
+        dtype = check_dtype(dtype)
+        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+        self.config = dict(vocab_size=check_positive_int(vocab_size, "vocab_size"),
+                           n_classes=check_positive_int(n_classes, "n_classes"),
+                           d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                           max_len=check_positive_int(max_len, "max_len"), pooling=pooling,
+                           dropout=dropout, pos=pos, norm=norm, activation=activation,
+                           seed=seed, dtype=dtype.name)
+        rng = make_rng(seed)
+        self.vocab_size, self.max_len, self.pooling = vocab_size, max_len, pooling
+        self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
+        self.cls_token = Parameter(np.zeros(d_model, dtype=dtype)) if pooling == "cls" else None
+        # The [CLS] vector takes position 0, so the table needs one more row.
+        n_positions = max_len + (pooling == "cls")
+        self.pos_emb = _make_positions(pos, n_positions, d_model, rng, dtype)
+        self.emb_dropout = Dropout(dropout, rng=rng)
+        self.blocks = [
+            EncoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
+            for _ in range(n_layers)
+        ]
+        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.head = Linear(d_model, n_classes, rng=rng, dtype=dtype)
+        _init_gpt2(self, rng)
+
+    def forward(self, tokens: np.ndarray, pad_mask: np.ndarray | None = None) -> np.ndarray:
+        """tokens: int ``(B, T)``; pad_mask: bool ``(B, T)``, True = padding."""
+        tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len)
+        check_mask(pad_mask, "pad_mask", tokens.shape, broadcast=False)
+        B, T = tokens.shape
+        x = self.tok_emb(tokens)
+        keep = np.ones((B, T), dtype=bool) if pad_mask is None else ~pad_mask
+        if self.cls_token is not None:
+            cls = np.broadcast_to(self.cls_token.data, (B, 1, x.shape[-1]))
+            x = np.concatenate([cls, x], axis=1)
+            keep = np.concatenate([np.ones((B, 1), dtype=bool), keep], axis=1)
+        key_padding_mask = None if pad_mask is None else ~keep
+        if self.pos_emb is not None:
+            x = self.pos_emb(x)
+        x = self.emb_dropout(x)
+        for block in self.blocks:
+            x = block(x, key_padding_mask=key_padding_mask)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
+        self._seq_shape, self._keep = x.shape, keep
+        if self.pooling == "cls":
+            pooled = x[:, 0]
+        else:
+            weights = keep / np.maximum(keep.sum(axis=1, keepdims=True), 1)
+            self._pool_weights = weights.astype(x.dtype)[:, :, None]  # (B, T, 1)
+            pooled = np.sum(x * self._pool_weights, axis=1)
+        return self.head(pooled)
+
+    def backward(self, grad_logits: np.ndarray) -> None:
+        d_pooled = self.head.backward(grad_logits)  # (B, D)
+        if self.pooling == "cls":
+            grad = np.zeros(self._seq_shape, dtype=d_pooled.dtype)
+            grad[:, 0] = d_pooled
+        else:
+            grad = d_pooled[:, None, :] * self._pool_weights
+        if self.ln_f is not None:
+            grad = self.ln_f.backward(grad)
+        for block in reversed(self.blocks):
+            grad = block.backward(grad)
+        grad = self.emb_dropout.backward(grad)
+        if self.pos_emb is not None:
+            grad = self.pos_emb.backward(grad)
+        if self.cls_token is not None:
+            self.cls_token.grad += grad[:, 0].sum(axis=0)
+            grad = grad[:, 1:]
+        self.tok_emb.backward(grad)
+        return None
+
+
+MODELS = {cls.__name__: cls for cls in (DecoderLM, Seq2SeqTransformer, EncoderClassifier)}

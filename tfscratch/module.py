@@ -1,0 +1,184 @@
+"""The module protocol: ``Parameter`` and ``Module``.
+
+Every layer in tfscratch is a ``Module`` with an explicit ``forward`` and ``backward``:
+
+* ``forward(*inputs, **options)`` computes the output and keeps, on ``self``, exactly what
+  ``backward`` will need (named after what it holds: ``self._x_hat``, not ``self.c1``).
+* ``backward(grad_output)`` returns the gradient with respect to the input(s) and
+  *accumulates* (``+=``) the gradient of every parameter into ``parameter.grad``.
+
+There is no autograd tape: each backward is written next to its forward, micrograd-style,
+so the chain rule is visible line by line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+
+def make_rng(seed: int | None = None, rng: np.random.Generator | None = None) -> np.random.Generator:
+    """The random generator a constructor should draw from.
+
+    Pass ``rng`` to share one stream between modules (a model hands its generator to each
+    submodule in turn, so one seed fixes every weight), or ``seed`` for a fresh stream.
+    NumPy's global random state is never touched.
+    """
+    if rng is not None and seed is not None:
+        raise ValueError(f"give seed or rng, not both (seed={seed!r}, rng={rng!r})")
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        return rng
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int or None, got {seed!r}")
+    return np.random.default_rng(seed)
+
+
+def check_dtype(dtype) -> np.dtype:
+    """Float dtype used for parameters and activations (float32 by default)."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+class Parameter:
+    """A trainable array with its gradient.
+
+    Attributes:
+        data: the values, any shape.
+        grad: same shape and dtype as ``data``; ``backward`` passes add into it and
+            ``zero_grad`` resets it.
+    """
+
+    def __init__(self, data: np.ndarray):
+        self.data = np.asarray(data)
+        self.grad = np.zeros_like(self.data)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    def zero_grad(self) -> None:
+        self.grad[...] = 0
+
+    def __repr__(self) -> str:
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+class Module:
+    """Base class of every layer and model.
+
+    Submodules and parameters are found by looking at the instance's attributes, in the
+    order they were assigned: a ``Parameter``, a ``Module``, or a list of ``Module`` s
+    (named ``blocks.0``, ``blocks.1``, ...). Attributes whose names start with ``_`` are
+    private state (forward caches) and are never visited.
+    """
+
+    training: bool = True
+
+    def __call__(self, *inputs, **options):
+        return self.forward(*inputs, **options)
+
+    def forward(self, *inputs, **options):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, grad_output):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # --- walking the tree -------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, value in vars(self).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, Module):
+                yield name, value
+            elif isinstance(value, (list, tuple)) and value and all(
+                isinstance(item, Module) for item in value
+            ):
+                for index, item in enumerate(value):
+                    yield f"{name}.{index}", item
+
+    def named_parameters(self, prefix: str = "") -> dict[str, Parameter]:
+        """Every parameter under a dotted name, e.g. ``blocks.0.attn.q_proj.weight``.
+
+        A parameter shared by two modules (weight tying) is listed once, under its first name.
+        """
+        found: dict[str, Parameter] = {}
+        seen: set[int] = set()
+        self._collect_parameters(prefix, found, seen)
+        return found
+
+    def _collect_parameters(self, prefix: str, found: dict, seen: set) -> None:
+        for name, value in vars(self).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, Parameter) and id(value) not in seen:
+                seen.add(id(value))
+                found[prefix + name] = value
+        for name, child in self.named_children():
+            child._collect_parameters(f"{prefix}{name}.", found, seen)
+
+    def parameters(self) -> list[Parameter]:
+        return list(self.named_parameters().values())
+
+    def modules(self) -> Iterator[Module]:
+        yield self
+        for _, child in self.named_children():
+            yield from child.modules()
+
+    def num_parameters(self) -> int:
+        return int(sum(p.data.size for p in self.parameters()))
+
+    def zero_grad(self) -> None:
+        for parameter in self.parameters():
+            parameter.zero_grad()
+
+    # --- modes ------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout active); returns self so calls can be chained."""
+        for module in self.modules():
+            module.training = mode
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (dropout is the identity)."""
+        return self.train(False)
+
+    # --- weights in and out -----------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """A copy of every parameter's values, keyed by dotted name."""
+        return {name: p.data.copy() for name, p in self.named_parameters().items()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Copy weights in. Strict: every mismatch is reported at once, nothing is changed."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict of name -> array, got {type(state).__name__}")
+        own = self.named_parameters()
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        misshaped = [
+            f"{name}: checkpoint {np.shape(state[name])} vs model {own[name].shape}"
+            for name in own
+            if name in state and np.shape(state[name]) != own[name].shape
+        ]
+        problems = []
+        if missing:
+            problems.append(f"missing entries: {missing}")
+        if unexpected:
+            problems.append(f"unexpected entries: {unexpected}")
+        if misshaped:
+            problems.append(f"mis-shaped entries: {misshaped}")
+        if problems:
+            raise ValueError(
+                f"load_state_dict: the state does not fit {type(self).__name__}; "
+                + "; ".join(problems)
+            )
+        for name, parameter in own.items():
+            parameter.data[...] = np.asarray(state[name], dtype=parameter.data.dtype)
+
+    def __repr__(self) -> str:
+        children = ", ".join(name for name, _ in self.named_children())
+        return f"{type(self).__name__}({children})"

@@ -1,0 +1,15 @@
+"""``tfscratch.nn``: every module class, whichever file implements it (as ``torch.nn``)."""
+
+from .attention import KVCache, MultiHeadAttention, merge_heads, split_heads
+from .blocks import DecoderBlock, EncoderBlock
+from .layers import GELU, Dropout, Embedding, FeedForward, LayerNorm, Linear, ReLU
+from .loss import CrossEntropyLoss
+from .module import Module, Parameter
+from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+__all__ = [
+    "CrossEntropyLoss", "DecoderBlock", "Dropout", "Embedding", "EncoderBlock", "FeedForward",
+    "GELU", "KVCache", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module",
+    "MultiHeadAttention", "Parameter", "ReLU", "SinusoidalPositionalEncoding", "merge_heads",
+    "split_heads",
+]
