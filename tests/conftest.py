@@ -9,3 +9,16 @@ GRAD_TOL = 1e-6  # the project's bar for every backward pass (float64, central d
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def randomize(module, seed=0, std=0.5):
+    """Give every parameter (LayerNorm gains and biases too) well-scaled random values.
+
+    The models start with GPT-2's small N(0, 0.02) weights, where attention scores are
+    nearly flat and the query/key gradients are ~1e-8: finite differences then measure
+    round-off, not the backward. A gradient check wants gradients of order one.
+    """
+    rng = np.random.default_rng(seed)
+    for parameter in module.parameters():
+        parameter.data[...] = rng.normal(0.0, std, parameter.shape)
+    return module

