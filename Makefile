@@ -48,6 +48,18 @@ bench: $(INSTALLED)
 	$(BIN)/python benchmarks/bench_generation.py
 	$(BIN)/python benchmarks/bench_attention_scaling.py
 
+## assignments: student versions of every notebook (nbgrader) in build/classroom/release/
+CLASSROOM := build/classroom
+assignments: $(INSTALLED)
+	rm -rf $(CLASSROOM)/source $(CLASSROOM)/release
+	@for nb in $(NOTEBOOKS); do \
+		name=$$(basename $$nb .ipynb); mkdir -p $(CLASSROOM)/source/$$name && cp $$nb $(CLASSROOM)/source/$$name/; \
+	done
+	printf 'c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = "tfscratch"\n' > $(CLASSROOM)/nbgrader_config.py
+	# nbgrader starts alembic (the gradebook's migrations) from PATH, so the venv goes first.
+	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
+	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
+
 lint: $(INSTALLED)
 	$(BIN)/ruff check tfscratch tests benchmarks notebooks/execute.py
 	$(BIN)/ruff format --check tfscratch tests benchmarks notebooks/execute.py

@@ -2,10 +2,17 @@
 
 Top level: the models, ``generate``, ``translate``, ``save``, ``load``, ``gradcheck``.
 Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
-``tfscratch.data``, ``tfscratch.tokenizers``, ``tfscratch.train``, ``tfscratch.viz``.
+``tfscratch.data``, ``tfscratch.tokenizers``, ``tfscratch.train``, ``tfscratch.viz``,
+``tfscratch.widgets``, ``tfscratch.timing``, ``tfscratch.baselines``.
+
+The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
+or ipywidgets are imported on first use (``tfscratch.viz`` works without an explicit
+``import tfscratch.viz``), so ``import tfscratch`` stays fast.
 """
 
-from . import functional, nn
+import importlib
+
+from . import functional, nn, optim
 from ._memory import tune_malloc
 from .checkpoint import load, save
 from .generate import generate, translate
@@ -16,7 +23,17 @@ __version__ = "0.1.0"
 
 tune_malloc()
 
+_LAZY_SUBMODULES = {
+    "baselines", "data", "pretrained", "timing", "tokenizers", "train", "viz", "widgets",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tfscratch' has no attribute {name!r}")
+
 __all__ = [
     "DecoderLM", "EncoderClassifier", "Seq2SeqTransformer", "functional", "generate",
-    "gradcheck", "load", "nn", "save", "translate",
+    "gradcheck", "load", "nn", "optim", "save", "translate",
 ]

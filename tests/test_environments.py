@@ -1,0 +1,113 @@
+"""The three dependency lists agree: pyproject.toml, environment.yml and binder/.
+
+pyproject.toml keeps version ranges (so ``pip install tfscratch`` stays flexible);
+constraints.txt pins the exact versions the stored notebook outputs were made with; the
+conda files pin those same versions. A package added to one list and forgotten in another
+fails here, not on a learner's Binder.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+# What a learner's environment holds: the runtime dependencies plus the lab and test extras.
+# `classroom` (nbgrader) and `dev` (ruff, pre-commit) are for instructors and maintainers.
+EXTRAS_IN_ENVIRONMENTS = ("lab", "test")
+
+
+def canonical(name: str) -> str:
+    """PEP 503 name normalisation: ``PyYAML`` and ``pyyaml``, ``a_b`` and ``a-b`` agree."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(requirement: str) -> str:
+    return canonical(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0])
+
+
+def pyproject_packages() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in EXTRAS_IN_ENVIRONMENTS:
+        requirements += project["optional-dependencies"][extra]
+    return {requirement_name(r) for r in requirements}
+
+
+def constraint_pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[canonical(name)] = version
+    return pins
+
+
+def conda_pins(path: Path) -> dict[str, str]:
+    """Package -> pinned version from an environment file (conda and pip sections)."""
+    environment = yaml.safe_load(path.read_text())
+    pins = {}
+    for entry in environment["dependencies"]:
+        if isinstance(entry, dict):  # the `- pip:` section
+            for requirement in entry["pip"]:
+                if requirement.startswith("-e"):
+                    continue
+                name, _, version = requirement.partition("==")
+                pins[canonical(name)] = version
+        else:
+            name, _, version = entry.partition("=")
+            pins[canonical(name)] = version
+    return pins
+
+
+ENVIRONMENT_FILES = [ROOT / "environment.yml", ROOT / "binder" / "environment.yml"]
+
+
+@pytest.mark.parametrize("path", ENVIRONMENT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_environment_file_lists_exactly_the_pyproject_packages(path):
+    listed = set(conda_pins(path)) - {"python", "pip"}
+    expected = pyproject_packages()
+    assert listed == expected, (
+        f"{path.name}: missing {sorted(expected - listed)}, not in pyproject {sorted(listed - expected)}"
+    )
+
+
+@pytest.mark.parametrize("path", ENVIRONMENT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_environment_file_pins_the_versions_of_constraints_txt(path):
+    pins, constraints = conda_pins(path), constraint_pins()
+    wrong = {
+        name: (version, constraints.get(name))
+        for name, version in pins.items()
+        if name not in ("python", "pip") and version != constraints.get(name)
+    }
+    assert not wrong, f"{path.name}: pinned (here, constraints.txt): {wrong}"
+
+
+@pytest.mark.parametrize("path", ENVIRONMENT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_environment_file_pins_python_within_requires_python(path):
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    minimum = tuple(int(part) for part in requires.removeprefix(">=").split("."))
+    version = tuple(int(part) for part in conda_pins(path)["python"].split("."))
+    assert version >= minimum
+
+
+def test_every_pyproject_package_is_pinned_in_constraints_txt():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra_requirements in project["optional-dependencies"].values():
+        requirements += extra_requirements
+    unpinned = {requirement_name(r) for r in requirements} - set(constraint_pins())
+    assert not unpinned, f"not pinned in constraints.txt: {sorted(unpinned)}"
+
+
+def test_binder_post_build_installs_the_repository_without_dependencies():
+    post_build = (ROOT / "binder" / "postBuild").read_text().splitlines()
+    commands = [line.strip() for line in post_build if line.strip() and not line.startswith("#")]
+    assert commands[0] == "set -e"
+    assert "pip install --no-deps -e ." in commands
+    assert (ROOT / "binder" / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
