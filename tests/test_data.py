@@ -265,3 +265,113 @@ def test_infinite_batches_reshuffle_every_epoch_deterministically():
     again = infinite_batches(X, batch_size=4, seed=0)
     replay = [xb.tolist() for (xb,) in itertools.islice(again, 9)]
     assert replay == [chunk.tolist() for epoch in epochs for chunk in np.split(epoch, 3)]
+
+
+# -- seq2seq batches (translation) -----------------------------------------------------------
+
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def test_seq2seq_batch_shifts_the_target_by_one_and_marks_padding():
+    src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask = data.seq2seq_batch(
+        [[5, 6], [7, 8, 9]], [[10, 11, 12], [13]], PAD, BOS, EOS
+    )
+    assert src.tolist() == [[5, 6, PAD], [7, 8, 9]]
+    assert tgt_in.tolist() == [[BOS, 10, 11, 12], [BOS, 13, PAD, PAD]]
+    assert tgt_out.tolist() == [[10, 11, 12, EOS], [13, EOS, IGNORE_INDEX, IGNORE_INDEX]]
+    assert src_pad_mask.tolist() == [[False, False, True], [False, False, False]]
+    assert tgt_pad_mask.tolist() == [[False, False, False, False], [False, False, True, True]]
+    assert src.dtype == tgt_in.dtype == tgt_out.dtype == np.int64
+    assert src_pad_mask.dtype == tgt_pad_mask.dtype == bool
+
+
+def test_seq2seq_batch_masks_line_up_with_the_padding_of_every_row():
+    rng = np.random.default_rng(3)
+    src_ids = [rng.integers(4, 30, size=rng.integers(1, 9)).tolist() for _ in range(50)]
+    tgt_ids = [rng.integers(4, 30, size=rng.integers(0, 7)).tolist() for _ in range(50)]
+    src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask = data.seq2seq_batch(
+        src_ids, tgt_ids, PAD, BOS, EOS
+    )
+    assert src_pad_mask.sum(axis=1).tolist() == [src.shape[1] - len(s) for s in src_ids]
+    assert tgt_pad_mask.sum(axis=1).tolist() == [tgt_in.shape[1] - len(t) - 1 for t in tgt_ids]
+    assert np.all(src[src_pad_mask] == PAD) and np.all(tgt_in[tgt_pad_mask] == PAD)
+    # the loss ignores exactly the padded places of the decoder input, nothing else
+    np.testing.assert_array_equal(tgt_out == IGNORE_INDEX, tgt_pad_mask)
+    for row, (source, target) in enumerate(zip(src_ids, tgt_ids)):
+        assert src[row, ~src_pad_mask[row]].tolist() == source
+        assert tgt_in[row, ~tgt_pad_mask[row]].tolist() == [BOS, *target]
+        assert tgt_out[row, ~tgt_pad_mask[row]].tolist() == [*target, EOS]
+
+
+def test_seq2seq_batch_feeds_a_translation_model_and_its_loss():
+    import tfscratch
+    from tfscratch.train import Seq2SeqTask
+
+    batch = data.seq2seq_batch([[4, 5, 6], [7]], [[4, 5], [6, 7, 8]], PAD, BOS, EOS)
+    model = tfscratch.Seq2SeqTransformer(10, 10, 8, 2, 1, 1, max_len=8, seed=0)
+    loss, n_targets = Seq2SeqTask()(model, batch, backward=False)
+    assert n_targets == (2 + 1) + (3 + 1)  # every target token plus its <eos>
+    assert abs(loss - np.log(10)) < 0.1  # untrained: close to uniform over 10 tokens
+
+
+@pytest.mark.parametrize(
+    "src_ids, tgt_ids, error, message",
+    [
+        ([[4, 5]], [[6], [7]], ValueError, r"src_ids has 1 sequences but tgt_ids has 2"),
+        ([], [], ValueError, r"at least one pair"),
+        ([[4], []], [[5], [6]], ValueError, r"src_ids\[1\] is empty"),
+        ([[4, -1]], [[5]], ValueError, r"src_ids\[0\] holds the negative id -1"),
+        ([[4]], [[5.5]], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
+        ([[4]], ["hola"], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
+        ("hello", [[5]], TypeError, r"src_ids must be a list of token id lists, got str"),
+    ],
+)
+def test_seq2seq_batch_rejects_bad_input_naming_the_argument(src_ids, tgt_ids, error, message):
+    with pytest.raises(error, match=message):
+        data.seq2seq_batch(src_ids, tgt_ids, PAD, BOS, EOS)
+
+
+def test_seq2seq_batch_rejects_a_negative_special_id():
+    with pytest.raises(ValueError, match=r"bos_id=-1 must be at least 0"):
+        data.seq2seq_batch([[4]], [[5]], PAD, -1, EOS)
+
+
+def test_seq2seq_batches_cover_every_pair_each_epoch_in_a_seeded_order():
+    src_ids = [[4 + i] * (1 + i % 3) for i in range(10)]
+    tgt_ids = [[20 + i] for i in range(10)]
+    stream = data.seq2seq_batches(src_ids, tgt_ids, 4, PAD, BOS, EOS, seed=5)
+    first_epoch = [next(stream) for _ in range(3)]  # 4 + 4 + 2 pairs
+    seen = sorted(int(t) for batch in first_epoch for t in batch[1][:, 1])
+    assert seen == list(range(20, 30))
+    for src, tgt_in, _, src_pad_mask, _ in first_epoch:
+        # each batch is padded to its own longest source, and source i pairs with target i
+        assert src.shape[1] == (~src_pad_mask).sum(axis=1).max()
+        assert (src[:, 0] - 4).tolist() == (tgt_in[:, 1] - 20).tolist()
+    again = data.seq2seq_batches(src_ids, tgt_ids, 4, PAD, BOS, EOS, seed=5)
+    replay = [next(again) for _ in range(3)]
+    assert all(np.array_equal(a, b) for x, y in zip(first_epoch, replay) for a, b in zip(x, y))
+
+
+def test_seq2seq_batches_one_epoch_in_order_for_validation():
+    src_ids = [[4], [5, 6], [7]]
+    tgt_ids = [[8], [9], [10, 11]]
+    epoch = list(
+        data.seq2seq_batches(src_ids, tgt_ids, 2, PAD, BOS, EOS, shuffle=False, forever=False)
+    )
+    assert [batch[0].tolist() for batch in epoch] == [[[4, PAD], [5, 6]], [[7]]]
+
+
+def test_seq2seq_batches_check_every_pair_before_the_first_batch():
+    with pytest.raises(ValueError, match=r"src_ids\[2\] is empty"):
+        data.seq2seq_batches([[4], [5], []], [[6], [7], [8]], 2, PAD, BOS, EOS)
+    with pytest.raises(ValueError, match=r"batch_size=0 must be at least 1"):
+        data.seq2seq_batches([[4]], [[6]], 0, PAD, BOS, EOS)
+
+
+def test_number_words_split_into_tokens_shared_across_numbers():
+    from tfscratch.tokenizers import WordTokenizer
+
+    ((english, spanish),) = number_pairs([42])
+    assert WordTokenizer.split(english) == ["forty", "-", "two"]
+    assert WordTokenizer.split(spanish) == ["cuarenta", "y", "dos"]

@@ -19,7 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
-from .checks import check_float_array, check_length, check_mask, check_positive_int
+from .checks import (
+    check_float_array,
+    check_length,
+    check_mask,
+    check_positive_int,
+    check_probability,
+)
 from .layers import Dropout, Linear
 from .module import Module, make_rng
 
@@ -103,7 +109,8 @@ class MultiHeadAttention(Module):
         self.k_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         self.v_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         self.out_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
-        self.attn_dropout = Dropout(dropout, rng=rng)
+        # named after this constructor's argument, not Dropout's own `p`
+        self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
         self.attn_weights = None
 
     # --- projections ------------------------------------------------------------------

@@ -23,15 +23,21 @@ _META_KEY = "__tfscratch__"
 _PARAM_PREFIX = "param/"
 
 
+def _not_a_checkpoint(path: Path, why: str) -> ValueError:
+    return ValueError(f"path={str(path)!r} is not a tfscratch checkpoint: {why}")
+
+
 def save(model: Module, path: str | os.PathLike) -> Path:
     """Write ``model`` (its class, ``config`` and weights) to ``path`` atomically.
 
-    The file is written next to its destination and renamed into place, so a crash never
-    leaves half a checkpoint behind. Returns the path written (``.npz`` is appended by NumPy
-    conventions only if you leave it off; we write exactly ``path``).
+    The file is first written to a temporary file in the destination's folder and then
+    renamed into place, so a crash never leaves half a checkpoint behind (an older file at
+    ``path`` stays intact). The name is used exactly as given: unlike ``np.savez(filename)``,
+    no ``.npz`` suffix is added, because NumPy receives an open file, not a name. Missing
+    parent folders are created. Returns ``Path(path)``.
     """
     if type(model).__name__ not in MODELS or not hasattr(model, "config"):
-        raise TypeError(f"save expects one of {sorted(MODELS)}, got {type(model).__name__}")
+        raise TypeError(f"model must be one of {sorted(MODELS)}, got {type(model).__name__}")
     path = Path(path)
     meta = json.dumps({"format": FORMAT, "class": type(model).__name__, "config": model.config})
     arrays = {_PARAM_PREFIX + name: value for name, value in model.state_dict().items()}
@@ -51,36 +57,68 @@ def save(model: Module, path: str | os.PathLike) -> Path:
 def load(path: str | os.PathLike) -> Module:
     """Rebuild the model saved at ``path``; never unpickles.
 
-    Raises ValueError when the file is not a tfscratch checkpoint, or its weights do not fit
-    the model its config describes (listing what does not fit).
+    Raises ValueError when the file is not a tfscratch checkpoint (not an ``.npz``, no
+    metadata, entries it should not have, pickled objects), or its weights do not fit the
+    model its config describes (listing what does not fit).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    # np.load takes any file that is neither a zip nor an .npy for a pickle (and refuses
+    # it as one), so a text file would be reported as "pickled": check for a zip first.
+    if not zipfile.is_zipfile(path):
+        raise _not_a_checkpoint(path, "it is not an .npz (zip) archive")
     try:
         with np.load(path, allow_pickle=False) as archive:
-            if _META_KEY not in archive.files:
-                raise ValueError(f"{path.name} is not a tfscratch checkpoint (no {_META_KEY} entry)")
-            meta = json.loads(str(archive[_META_KEY]))
-            state = {
-                name[len(_PARAM_PREFIX):]: archive[name]
-                for name in archive.files
-                if name.startswith(_PARAM_PREFIX)
-            }
-    except (zipfile.BadZipFile, OSError, EOFError) as error:
-        raise ValueError(f"{path.name} is not a tfscratch checkpoint (.npz): {error}") from None
+            # Every entry is read, not only the ones we use, so that a pickled object
+            # anywhere in the file is refused rather than silently skipped.
+            entries = {name: archive[name] for name in archive.files}
     except ValueError as error:
-        if "pickle" in str(error).lower():
-            raise ValueError(
-                f"{path.name} holds pickled Python objects; tfscratch checkpoints never do, "
-                "and loading refuses to unpickle (it could run code)"
-            ) from None
-        raise
-    if meta.get("format") != FORMAT or meta.get("class") not in MODELS:
+        if "pickle" not in str(error).lower():
+            raise _not_a_checkpoint(path, f"unreadable .npz entry ({error})") from None
         raise ValueError(
-            f"{path.name} is not a tfscratch checkpoint: format {meta.get('format')!r}, "
-            f"class {meta.get('class')!r}"
+            f"path={str(path)!r} holds pickled Python objects; tfscratch checkpoints never do, "
+            "and loading refuses to unpickle (it could run code)"
+        ) from None
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise _not_a_checkpoint(path, f"unreadable .npz ({error})") from None
+    if _META_KEY not in entries:
+        raise _not_a_checkpoint(path, f"it has no {_META_KEY} entry")
+    try:
+        meta = json.loads(str(entries.pop(_META_KEY)))
+    except json.JSONDecodeError:
+        meta = None
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != FORMAT
+        or meta.get("class") not in MODELS
+        or not isinstance(meta.get("config"), dict)
+    ):
+        found = (
+            f"format {meta.get('format')!r}, class {meta.get('class')!r}"
+            if isinstance(meta, dict)
+            else f"{_META_KEY} is not a JSON object"
         )
-    model = MODELS[meta["class"]](**meta["config"])
-    model.load_state_dict(state)
+        raise _not_a_checkpoint(
+            path, f"{found}; expected format {FORMAT!r}, a class in {sorted(MODELS)} and a config"
+        )
+    stray = sorted(name for name in entries if not name.startswith(_PARAM_PREFIX))
+    if stray:
+        raise _not_a_checkpoint(
+            path, f"unexpected entries {stray}; expected only {_META_KEY} and {_PARAM_PREFIX}*"
+        )
+    state = {name[len(_PARAM_PREFIX) :]: value for name, value in entries.items()}
+    try:
+        model = MODELS[meta["class"]](**meta["config"])
+    except (TypeError, ValueError) as error:
+        raise _not_a_checkpoint(
+            path, f"its config does not build a {meta['class']} ({error})"
+        ) from None
+    try:
+        model.load_state_dict(state)
+    except ValueError as error:
+        raise ValueError(
+            f"path={str(path)!r}: the weights do not fit the {meta['class']} its config "
+            f"describes; {error}"
+        ) from None
     return model

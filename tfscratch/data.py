@@ -33,6 +33,8 @@ __all__ = [
     "majority_dataset",
     "number_pairs",
     "pad_sequences",
+    "seq2seq_batch",
+    "seq2seq_batches",
     "split_numbers",
     "toy_translation_pairs",
     "train_val_test_split",
@@ -378,6 +380,93 @@ def lm_examples(texts: Iterable[str], tokenizer, block_size: int) -> tuple[np.nd
     return X, Y
 
 
+def _check_id_lists(seqs, name: str) -> list[np.ndarray]:
+    """A list of 1-D sequences of non-negative ints, as int64 arrays."""
+    if isinstance(seqs, (str, bytes, np.ndarray)) or not isinstance(seqs, Iterable):
+        raise TypeError(
+            f"{name} must be a list of token id lists, got {type(seqs).__name__} {seqs!r:.60}"
+        )
+    rows = []
+    for index, seq in enumerate(seqs):
+        row = np.asarray(seq)
+        if (
+            isinstance(seq, (str, bytes))
+            or row.ndim != 1
+            or (row.size and not np.issubdtype(row.dtype, np.integer))
+        ):
+            raise TypeError(
+                f"{name}[{index}] must be a 1-D sequence of int token ids, got {seq!r:.60}"
+            )
+        if row.size and row.min() < 0:
+            raise ValueError(
+                f"{name}[{index}] holds the negative id {int(row.min())}; token ids are >= 0"
+            )
+        rows.append(row.astype(np.int64))
+    return rows
+
+
+def seq2seq_batch(
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One teacher-forcing batch for an encoder-decoder, from B (source, target) id lists.
+
+    For the pair ``"hello messi" -> "hola messi"`` in a batch whose longest target has
+    3 tokens::
+
+        src:          hello  messi  <pad>    (if another source is 3 long)
+        tgt_in:       <bos>  hola   messi  <pad>     what the decoder reads
+        tgt_out:      hola   messi  <eos>  -100      what it must predict at each position
+
+    ``tgt_in`` is ``tgt_out`` shifted right by one, so position ``t`` of the decoder predicts
+    target token ``t`` having seen only the tokens before it. Both target rows have
+    ``len(tgt) + 1`` real entries, so one padding mask serves both.
+
+    Args:
+        src_ids: B source sequences of token ids (lists or 1-D int arrays), each non-empty.
+        tgt_ids: B target sequences, without ``<bos>``/``<eos>`` (those are added here).
+        pad_id: id written into padding places of ``src`` and ``tgt_in``.
+        bos_id: id put in front of every target to make ``tgt_in``.
+        eos_id: id put after every target to make ``tgt_out``.
+
+    Returns:
+        src: int64 ``(B, S)``, S = longest source, padded with ``pad_id``.
+        tgt_in: int64 ``(B, T)``, T = longest target + 1: ``<bos>``, the target, padding.
+        tgt_out: int64 ``(B, T)``: the target, ``<eos>``, then ``IGNORE_INDEX`` (-100) so
+            padding never counts in the loss.
+        src_pad_mask: bool ``(B, S)``, True where ``src`` is padding.
+        tgt_pad_mask: bool ``(B, T)``, True where ``tgt_in`` is padding (and, at the same
+            places, ``tgt_out`` is ``IGNORE_INDEX``).
+    """
+    sources = _check_id_lists(src_ids, "src_ids")
+    targets = _check_id_lists(tgt_ids, "tgt_ids")
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"src_ids has {len(sources)} sequences but tgt_ids has {len(targets)}; "
+            "they must pair up one to one"
+        )
+    if not sources:
+        raise ValueError("src_ids and tgt_ids are empty; a batch needs at least one pair")
+    empty = [index for index, row in enumerate(sources) if row.size == 0]
+    if empty:
+        raise ValueError(
+            f"src_ids[{empty[0]}] is empty: the encoder would have nothing to attend to "
+            f"({len(empty)} empty source sequences in all)"
+        )
+    pad_id = _check_int(pad_id, "pad_id", minimum=0)
+    bos_id = _check_int(bos_id, "bos_id", minimum=0)
+    eos_id = _check_int(eos_id, "eos_id", minimum=0)
+
+    src, src_pad_mask = pad_sequences(sources, pad_id)
+    bos, eos = np.array([bos_id]), np.array([eos_id])
+    tgt_in, tgt_pad_mask = pad_sequences([np.concatenate([bos, row]) for row in targets], pad_id)
+    tgt_out, _ = pad_sequences([np.concatenate([row, eos]) for row in targets], IGNORE_INDEX)
+    return src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask
+
+
 # -- batching --------------------------------------------------------------------------------
 
 
@@ -461,3 +550,59 @@ def infinite_batches(
 def _forever(arrays, batch_size, rng, n_rows, drop_last):
     while True:
         yield from _epoch(arrays, batch_size, rng.permutation(n_rows), n_rows, drop_last)
+
+
+def seq2seq_batches(
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    batch_size: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    seed: int | None = 0,
+    shuffle: bool = True,
+    forever: bool = True,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Mini-batches of :func:`seq2seq_batch` over (source, target) pairs.
+
+    Each batch is padded only to its own longest sequences, so short pairs cost little.
+
+    Args:
+        src_ids, tgt_ids: N paired id sequences (see :func:`seq2seq_batch`).
+        batch_size: pairs per batch (the last batch of an epoch may be smaller).
+        pad_id, bos_id, eos_id: as in :func:`seq2seq_batch`.
+        seed: seed of the shuffle; the same seed gives the same stream.
+        shuffle: visit the pairs in a random order (each epoch a fresh one).
+        forever: epoch after epoch without end (for :func:`tfscratch.train.train`);
+            ``False`` gives one epoch, e.g. ``list(seq2seq_batches(..., shuffle=False,
+            forever=False))`` for validation batches.
+
+    Yields:
+        ``(src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask)`` tuples.
+    """
+    sources = _check_id_lists(src_ids, "src_ids")
+    targets = _check_id_lists(tgt_ids, "tgt_ids")
+    # One full check up front, so a bad pair fails here rather than mid-training.
+    seq2seq_batch(sources, targets, pad_id, bos_id, eos_id)
+    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    n_pairs = len(sources)
+    if not forever:
+        index_batches = batches(np.arange(n_pairs), batch_size, seed=seed, shuffle=shuffle)
+    elif shuffle:
+        index_batches = infinite_batches(np.arange(n_pairs), batch_size, seed=seed)
+    else:
+        index_batches = _in_order_forever(n_pairs, batch_size)
+
+    def assemble():
+        for (rows,) in index_batches:
+            yield seq2seq_batch(
+                [sources[i] for i in rows], [targets[i] for i in rows], pad_id, bos_id, eos_id
+            )
+
+    return assemble()
+
+
+def _in_order_forever(n_rows: int, batch_size: int):
+    """Batches of row indices ``0 .. n_rows - 1`` in order, epoch after epoch."""
+    while True:
+        yield from _epoch((np.arange(n_rows),), batch_size, None, n_rows, False)

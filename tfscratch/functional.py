@@ -85,7 +85,8 @@ def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
     _check_approximate(approximate)
     if approximate == "none":
         return x * _standard_normal_cdf(x).astype(x.dtype, copy=False)
-    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)
+    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32 arrays.
+    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * (x * x * x))
     return 0.5 * x * (1.0 + np.tanh(inner))
 
 
@@ -101,7 +102,8 @@ def gelu_backward(grad_output: np.ndarray, x: np.ndarray, approximate: str = "ta
         cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False)
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         return grad_output * (cdf + x * pdf)
-    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x**3)
+    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32 arrays.
+    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * (x * x * x))
     t = np.tanh(inner)
     d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x)
     return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
@@ -234,6 +236,8 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, ignore_index: int | 
             f"logits must be a float array of shape (..., V), got {type(logits).__name__}"
             + (f" of dtype {logits.dtype}" if isinstance(logits, np.ndarray) else "")
         )
+    if logits.ndim == 0:
+        raise ValueError("logits has shape (); expected shape (..., V) with a class axis last")
     if not isinstance(targets, np.ndarray) or not np.issubdtype(targets.dtype, np.integer):
         raise TypeError(
             "targets must be an integer array of class ids, got "

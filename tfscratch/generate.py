@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
-from .checks import check_positive_int, check_token_ids
+from .checks import check_positive_int, check_token_ids, describe
 from .models import DecoderLM, Seq2SeqTransformer
 
 
@@ -46,10 +46,15 @@ def sample_next(logits: np.ndarray, temperature: float, top_k, top_p,
 
 
 def _check_sampling(temperature, top_k, top_p) -> None:
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating)):
+    if isinstance(temperature, bool) or not isinstance(
+        temperature, (int, float, np.integer, np.floating)
+    ):
         raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
-    if temperature < 0:
-        raise ValueError(f"temperature={temperature!r} must be >= 0 (0 means greedy)")
+    # `not 0 <= t < inf` also catches NaN, which would otherwise surface as NaN probabilities
+    if not 0 <= temperature < np.inf:
+        raise ValueError(
+            f"temperature={temperature!r} must be a finite number >= 0 (0 means greedy)"
+        )
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
             raise ValueError(f"top_k={top_k!r} must be an int >= 1 or None")
@@ -60,17 +65,28 @@ def _check_sampling(temperature, top_k, top_p) -> None:
             raise ValueError(f"top_p={top_p!r} must be in (0, 1] or None")
 
 
-def _check_prompt(prompt, vocab_size: int) -> list[int]:
+def _check_prompt(prompt, vocab_size: int, name: str = "prompt") -> list[int]:
+    """One sequence of token ids (list, tuple or 1-D array) -> list of ints; ``name`` is the
+    argument's name in the error messages (``prompt`` for generate, ``src`` for translate)."""
     if isinstance(prompt, np.ndarray):
         prompt = prompt.tolist()
     if not isinstance(prompt, (list, tuple)):
-        raise TypeError(f"prompt must be a list of token ids, got {type(prompt).__name__}")
+        raise TypeError(f"{name} must be a list of token ids, got {describe(prompt)}")
     if len(prompt) == 0:
-        raise ValueError("prompt is empty; give at least one token (e.g. the <bos> id)")
+        raise ValueError(f"{name}={prompt!r} is empty; give at least one token (e.g. the <bos> id)")
     if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt):
-        raise TypeError(f"prompt must hold int token ids, got {prompt[:8]!r}")
-    check_token_ids(np.asarray(prompt), "prompt", vocab_size)
+        raise TypeError(f"{name} must hold int token ids, got {prompt[:8]!r}")
+    check_token_ids(np.asarray(prompt), name, vocab_size)
     return [int(t) for t in prompt]
+
+
+def _check_token_id(value, name: str, vocab_size: int) -> int:
+    """A single token id (``stop_token``, ``bos``, ``eos``) in ``[0, vocab_size)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int token id, got {value!r}")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab_size})")
+    return int(value)
 
 
 # --- decoder-only generation ------------------------------------------------------------
@@ -89,10 +105,13 @@ def generate(model: DecoderLM, prompt, max_new_tokens: int, temperature: float =
     at position offset ``len(cache)``; without it, every step re-runs the whole sequence.
     """
     if not isinstance(model, DecoderLM):
-        raise TypeError(f"generate expects a DecoderLM, got {type(model).__name__}")
+        raise TypeError(f"model must be a DecoderLM for generate, got {type(model).__name__}")
     prompt = _check_prompt(prompt, model.vocab_size)
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     _check_sampling(temperature, top_k, top_p)
+    if stop_token is not None:
+        # an id outside the vocabulary can never be sampled, so generation would never stop
+        _check_token_id(stop_token, "stop_token", model.vocab_size)
     if len(prompt) + max_new_tokens > model.max_len:
         raise ValueError(
             f"len(prompt)={len(prompt)} + max_new_tokens={max_new_tokens} exceeds "
@@ -136,13 +155,20 @@ def translate(model: Seq2SeqTransformer, src, max_len: int, bos: int, eos: int,
     it, shorter translations win simply for having fewer negative terms).
     """
     if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(f"translate expects a Seq2SeqTransformer, got {type(model).__name__}")
-    src = _check_prompt(src, model.src_vocab_size)
+        raise TypeError(
+            f"model must be a Seq2SeqTransformer for translate, got {type(model).__name__}"
+        )
+    src = _check_prompt(src, model.src_vocab_size, "src")
     max_len = check_positive_int(max_len, "max_len")
     beam_size = check_positive_int(beam_size, "beam_size")
-    for name, value in (("bos", bos), ("eos", eos)):
-        if not isinstance(value, (int, np.integer)) or not 0 <= value < model.tgt_vocab_size:
-            raise ValueError(f"{name}={value!r} must be a token id in [0, {model.tgt_vocab_size})")
+    bos = _check_token_id(bos, "bos", model.tgt_vocab_size)
+    eos = _check_token_id(eos, "eos", model.tgt_vocab_size)
+    if isinstance(length_penalty, bool) or not isinstance(
+        length_penalty, (int, float, np.integer, np.floating)
+    ):
+        raise TypeError(f"length_penalty must be a number, got {length_penalty!r}")
+    if not np.isfinite(length_penalty):
+        raise ValueError(f"length_penalty={length_penalty!r} must be a finite number")
     steps = min(max_len, model.max_len - 1)
     was_training = model.training
     model.eval()
@@ -180,3 +206,66 @@ def translate(model: Seq2SeqTransformer, src, max_len: int, bos: int, eos: int,
     finally:
         model.train(was_training)
     return [t for t in best_tokens[1:] if t != eos]
+
+
+def translate_batch(model: Seq2SeqTransformer, srcs, max_len: int, bos: int, eos: int,
+                    batch_size: int = 512) -> list[list[int]]:
+    """Greedy translation of many source sequences at once.
+
+    The same result as ``[translate(model, src, max_len, bos, eos) for src in srcs]``, but
+    each decoding step runs the whole batch through the decoder in one call: the sources are
+    padded into one ``(B, S)`` array, encoded once with their padding mask (so the padding
+    changes nothing), then every row's prefix grows by its argmax token until all rows have
+    produced ``eos`` or ``max_len`` tokens.
+
+    Args:
+        model: a :class:`~tfscratch.models.Seq2SeqTransformer`.
+        srcs: a list of source sequences (each a non-empty list or 1-D array of ids).
+        max_len, bos, eos: as in :func:`translate`.
+        batch_size: sources decoded together (bounds the memory used).
+
+    Returns:
+        one list of target ids per source, without ``bos`` and ``eos``.
+    """
+    if not isinstance(model, Seq2SeqTransformer):
+        raise TypeError(
+            f"translate_batch expects a Seq2SeqTransformer, got {type(model).__name__}"
+        )
+    if isinstance(srcs, (str, np.ndarray)) or not isinstance(srcs, (list, tuple)):
+        raise TypeError(
+            f"srcs must be a list of source sequences (lists of ids), got {type(srcs).__name__}"
+        )
+    sources = [_check_prompt(src, model.src_vocab_size, f"srcs[{i}]")
+               for i, src in enumerate(srcs)]
+    max_len = check_positive_int(max_len, "max_len")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    bos = _check_token_id(bos, "bos", model.tgt_vocab_size)
+    eos = _check_token_id(eos, "eos", model.tgt_vocab_size)
+    steps = min(max_len, model.max_len - 1)  # as translate: bos + steps tokens must fit
+    was_training = model.training
+    model.eval()
+    results: list[list[int]] = []
+    try:
+        for start in range(0, len(sources), batch_size):
+            chunk = sources[start : start + batch_size]
+            lengths = np.array([len(src) for src in chunk])
+            src_pad_mask = np.arange(lengths.max())[None, :] >= lengths[:, None]
+            src = np.zeros(src_pad_mask.shape, dtype=np.int64)  # padding id 0: masked anyway
+            src[~src_pad_mask] = np.concatenate(chunk)
+            memory = model.encode(src, src_pad_mask)
+            tokens = np.full((len(chunk), 1), bos, dtype=np.int64)
+            done = np.zeros(len(chunk), dtype=bool)
+            for _ in range(steps):
+                logits = model.decode(tokens, memory, src_pad_mask)
+                # argmax of the float64 log-probabilities, exactly as translate ranks them
+                next_tokens = np.argmax(F.log_softmax(logits[:, -1].astype(np.float64)), axis=-1)
+                # a finished row keeps growing (the batch stays a rectangle); cut off below
+                tokens = np.concatenate([tokens, next_tokens[:, None]], axis=1)
+                done |= next_tokens == eos
+                if done.all():
+                    break
+            for row in tokens[:, 1:].tolist():
+                results.append(row[: row.index(eos)] if eos in row else row)
+    finally:
+        model.train(was_training)
+    return results

@@ -170,7 +170,8 @@ class FeedForward(Module):
         rng = make_rng(seed, rng)
         self.fc1 = Linear(d_model, d_ff, rng=rng, dtype=dtype)
         self.act = ACTIVATIONS[activation]()
-        self.dropout = Dropout(dropout, rng=rng)
+        # named after this constructor's argument, not Dropout's own `p`
+        self.dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
         self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
 
     def forward(self, x: np.ndarray) -> np.ndarray:

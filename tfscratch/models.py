@@ -21,7 +21,9 @@ from .checks import (
     check_length,
     check_mask,
     check_positive_int,
+    check_probability,
     check_token_ids,
+    describe,
 )
 from .layers import Dropout, Embedding, LayerNorm, Linear
 from .module import Module, Parameter, check_dtype, make_rng
@@ -40,7 +42,8 @@ def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
             parameter.data[...] = rng.normal(0.0, INIT_STD, parameter.shape)
 
 
-def _check_common(d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos):
+def _check_common(d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos,
+                  dropout):
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
@@ -54,6 +57,8 @@ def _check_common(d_model, n_heads, n_layers_named: dict, pos, norm, activation,
     check_choice(pos, "pos", positions)
     check_choice(norm, "norm", NORM_PLACEMENTS)
     check_choice(activation, "activation", ("gelu", "relu"))
+    # checked here, under the model's own argument name, before any Dropout(p) is built
+    check_probability(dropout, "dropout")
 
 
 def _make_positions(pos: str, max_len: int, d_model: int, rng, dtype):
@@ -70,6 +75,18 @@ def _check_token_batch(tokens, name: str, vocab_size: int, max_len: int, offset:
         raise ValueError(f"{name} has no positions (shape {tokens.shape}); expected (B, T>=1)")
     check_length(tokens.shape[1], max_len, f"{name} length", offset=offset)
     return tokens
+
+
+def _check_grad_logits(grad_logits, expected_shape: tuple[int, ...]) -> np.ndarray:
+    """``backward``'s input must have the shape of the logits the last ``forward`` returned."""
+    if not isinstance(grad_logits, np.ndarray) or not np.issubdtype(grad_logits.dtype, np.floating):
+        raise TypeError(f"grad_logits must be a float numpy array, got {describe(grad_logits)}")
+    if grad_logits.shape != expected_shape:
+        raise ValueError(
+            f"grad_logits has shape {grad_logits.shape}; expected {expected_shape}, the shape "
+            "of the logits of the last forward"
+        )
+    return grad_logits
 
 
 class _TiedHead:
@@ -98,7 +115,8 @@ class DecoderLM(Module):
                  d_ff: int | None = None, max_len: int = 256, dropout: float = 0.0,
                  pos: str = "learned", norm: str = "pre", activation: str = "gelu",
                  tie_weights: bool = True, seed: int | None = None, dtype=np.float32):
-        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False)
+        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False,
+                      dropout)
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
         self.config = dict(vocab_size=check_positive_int(vocab_size, "vocab_size"),
@@ -147,6 +165,7 @@ class DecoderLM(Module):
 
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, vocab_size)``."""
+        _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.vocab_size,))
         if self.lm_head is not None:
             grad = self.lm_head.backward(grad_logits)
         else:
@@ -177,7 +196,7 @@ class Seq2SeqTransformer(Module):
                  seed: int | None = None, dtype=np.float32):
         _check_common(d_model, n_heads, {"n_encoder_layers": n_encoder_layers,
                                          "n_decoder_layers": n_decoder_layers},
-                      pos, norm, activation, False)
+                      pos, norm, activation, False, dropout)
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
         self.config = dict(src_vocab_size=check_positive_int(src_vocab_size, "src_vocab_size"),
@@ -251,6 +270,8 @@ class Seq2SeqTransformer(Module):
         return self.decode(tgt_in, memory, src_pad_mask, tgt_pad_mask)
 
     def backward(self, grad_logits: np.ndarray) -> None:
+        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, tgt_vocab_size)``."""
+        _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.tgt_vocab_size,))
         if self.lm_head is not None:
             grad = self.lm_head.backward(grad_logits)
         else:
@@ -293,7 +314,8 @@ class EncoderClassifier(Module):
                  pooling: str = "mean", dropout: float = 0.0, pos: str = "learned",
                  norm: str = "pre", activation: str = "gelu", seed: int | None = None,
                  dtype=np.float32):
-        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True)
+        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True,
+                      dropout)
         check_choice(pooling, "pooling", ("mean", "cls"))
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
@@ -348,6 +370,8 @@ class EncoderClassifier(Module):
         return self.head(pooled)
 
     def backward(self, grad_logits: np.ndarray) -> None:
+        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, n_classes)``."""
+        _check_grad_logits(grad_logits, (self._seq_shape[0], self.head.d_out))
         d_pooled = self.head.backward(grad_logits)  # (B, D)
         if self.pooling == "cls":
             grad = np.zeros(self._seq_shape, dtype=d_pooled.dtype)

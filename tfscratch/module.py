@@ -164,6 +164,14 @@ class Module:
             for name in own
             if name in state and np.shape(state[name]) != own[name].shape
         ]
+        # Strings would fail half-way through the copy below, and objects (None) would
+        # silently become NaN weights: both are refused before anything is changed.
+        given_dtypes = {name: np.asarray(state[name]).dtype for name in own if name in state}
+        non_numeric = [
+            f"{name}: dtype {dtype}"
+            for name, dtype in given_dtypes.items()
+            if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
+        ]
         problems = []
         if missing:
             problems.append(f"missing entries: {missing}")
@@ -171,6 +179,8 @@ class Module:
             problems.append(f"unexpected entries: {unexpected}")
         if misshaped:
             problems.append(f"mis-shaped entries: {misshaped}")
+        if non_numeric:
+            problems.append(f"non-numeric entries (expected float arrays): {non_numeric}")
         if problems:
             raise ValueError(
                 f"load_state_dict: the state does not fit {type(self).__name__}; "

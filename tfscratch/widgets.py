@@ -1,0 +1,362 @@
+"""Interactive widgets for the notebooks: a sampling playground and an attention explorer.
+
+The presentation layer (ipywidgets): it may import anything in tfscratch, and nothing
+imports it. Each widget is split in two:
+
+* a **pure callback** that does the work and returns plain data, unit-tested like any
+  other function: :func:`sample_names` (settings -> list of names) and
+  :func:`attention_for` (model, tokens, layer, head -> ``(T, T)`` weights);
+* the **wiring**, a small ``VBox`` subclass whose controls call the callback on every change
+  and show the result: :class:`SamplingPlayground` and :class:`AttentionExplorer`.
+
+Their ``update()`` method is the handler the controls call; it can be called directly, which
+is how the tests (and a notebook running headless, where nobody moves a slider) drive them.
+In a saved notebook a widget shows only its text repr, so a notebook asserts on the
+callback's results, never on the widget's picture.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Sequence
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.figure import Figure
+
+from .checks import check_positive_int, check_token_ids
+from .functional import causal_mask
+from .generate import generate
+from .models import DecoderLM
+from .tokenizers import Tokenizer
+from .viz import attention_heatmap
+
+__all__ = ["AttentionExplorer", "SamplingPlayground", "attention_for", "sample_names"]
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+def _check_pair(model, tokenizer) -> None:
+    """A DecoderLM and the tokenizer it was trained with (same vocabulary size)."""
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a DecoderLM, got {type(model).__name__}")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(
+            f"tokenizer must be a tfscratch Tokenizer (e.g. CharTokenizer), "
+            f"got {type(tokenizer).__name__}"
+        )
+    if tokenizer.vocab_size != model.vocab_size:
+        raise ValueError(
+            f"tokenizer has vocab_size={tokenizer.vocab_size} but the model has "
+            f"vocab_size={model.vocab_size}; use the tokenizer the model was trained with"
+        )
+
+
+def _check_seed(seed) -> int | None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+    if seed is not None and seed < 0:
+        raise ValueError(f"seed={seed!r} must be >= 0")
+    return None if seed is None else int(seed)
+
+
+def sample_names(
+    model: DecoderLM,
+    tokenizer: Tokenizer,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = 0,
+    n: int = 10,
+    prompt: str = "",
+) -> list[str]:
+    """Sample ``n`` names (texts) from a character language model.
+
+    Each sample starts from ``<bos>`` followed by the prompt's tokens and is continued with
+    :func:`tfscratch.generate` until ``<eos>`` or the model's ``max_len``.
+
+    Args:
+        model: a trained :class:`~tfscratch.models.DecoderLM`.
+        tokenizer: its tokenizer (``tokenizer.vocab_size == model.vocab_size``).
+        temperature: ``>= 0``; 0 is greedy (every sample is then the same).
+        top_k: keep the ``top_k`` most likely tokens; ``0`` or ``None`` means off.
+        top_p: keep the smallest set of tokens whose probability reaches ``top_p``, in
+            ``(0, 1]``; ``None`` or ``1.0`` means off.
+        seed: fixes all ``n`` samples (the same seed gives the same list); ``None`` gives
+            fresh randomness on every call.
+        n: number of samples, ``>= 1``.
+        prompt: the text every sample starts with (``"em"`` -> names beginning with "em");
+            each of its symbols must be in the vocabulary.
+
+    Returns:
+        ``n`` strings, each the prompt plus its continuation, without special tokens.
+    """
+    _check_pair(model, tokenizer)
+    n = check_positive_int(n, "n")
+    seed = _check_seed(seed)
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__} {prompt!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))):
+        raise TypeError(f"top_k must be an int (0 or None = off), got {top_k!r}")
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k={top_k!r} must be >= 0 (0 or None = off)")
+    try:
+        prompt_ids = tokenizer.encode(prompt, add_bos=True, unknown="error")
+    except ValueError as error:
+        raise ValueError(f"prompt={prompt!r} cannot be encoded: {error}") from None
+    room = model.max_len - len(prompt_ids)
+    if room < 1:
+        raise ValueError(
+            f"prompt={prompt!r} has {len(prompt_ids) - 1} tokens; with <bos> this model "
+            f"(max_len={model.max_len}) has no room left to generate: use at most "
+            f"{model.max_len - 2} tokens"
+        )
+    # One independent, reproducible seed per sample, all derived from `seed`: sample i does
+    # not depend on how many samples were asked for.
+    if seed is None:
+        sample_seeds = [None] * n
+    else:
+        sample_seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(n)]
+    names = []
+    for sample_seed in sample_seeds:
+        new_ids = generate(
+            model,
+            prompt_ids,
+            max_new_tokens=room,
+            temperature=temperature,
+            top_k=top_k or None,  # 0 means off, as the slider shows it
+            top_p=top_p,
+            stop_token=tokenizer.eos_id,
+            seed=sample_seed,
+        )
+        names.append(tokenizer.decode(prompt_ids + new_ids))
+    return names
+
+
+def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray:
+    """The attention weights of one head of one layer for one token sequence.
+
+    Args:
+        model: a :class:`~tfscratch.models.DecoderLM`.
+        tokens: 1-D sequence of ``T`` token ids (e.g. ``<bos>`` then a name's characters),
+            ``1 <= T <= model.max_len``.
+        layer: block index in ``[0, n_layers)``.
+        head: head index in ``[0, n_heads)``.
+
+    Returns:
+        float ``(T, T)``: row ``i`` is how position ``i`` spreads its attention over positions
+        ``0..T-1``; each row sums to 1 and is zero right of the diagonal (causal).
+    """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model must be a DecoderLM, got {type(model).__name__}")
+    tokens = check_token_ids(tokens, "tokens", model.vocab_size, ndim=1)
+    if tokens.size == 0:
+        raise ValueError("tokens is empty; give at least one token id (e.g. the <bos> id)")
+    n_layers, n_heads = len(model.blocks), model.config["n_heads"]
+    for name, value, count in (("layer", layer, n_layers), ("head", head, n_heads)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if not 0 <= value < count:
+            raise ValueError(f"{name}={value} must be in [0, {count}): this model has {count}")
+    was_training = model.training
+    model.eval()  # dropout off: the picture is the model's, not one random mask's
+    try:
+        model(tokens[None, :])
+    finally:
+        model.train(was_training)
+    return model.blocks[layer].attn.attn_weights[0, head].copy()
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def _names_html(names: Sequence[str], prompt: str) -> str:
+    """Names as an HTML list, the prompt part in bold so the continuation stands out."""
+    items = []
+    for name in names:
+        continuation = name.removeprefix(prompt)
+        shown = (
+            f"<b>{html.escape(prompt)}</b>{html.escape(continuation)}"
+            if prompt
+            else (html.escape(name))
+        )
+        items.append(f"<li><code>{shown or '&nbsp;'}</code></li>")
+    return f"<ol style='columns: 3'>{''.join(items)}</ol>"
+
+
+def _error_html(error: Exception) -> str:
+    return f"<p style='color: #b00020'>{html.escape(str(error))}</p>"
+
+
+class SamplingPlayground(widgets.VBox):
+    """Sliders for temperature, top-k, top-p, seed and number of samples, a prompt box, and
+    the sampled names below them.
+
+    Every change calls :meth:`update`, which calls :func:`sample_names` and shows its result
+    in ``output`` (an ``HTML`` widget). ``names`` holds the last list, ``error`` the message
+    of the last bad setting (``None`` when the settings were fine): a bad prompt shows its
+    error in the output instead of raising in the middle of the learner's interaction.
+
+    Display it as the last expression of a cell (``SamplingPlayground(model, tok)``).
+    """
+
+    def __init__(
+        self,
+        model: DecoderLM,
+        tokenizer: Tokenizer,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        n: int = 12,
+        prompt: str = "",
+    ):
+        _check_pair(model, tokenizer)
+        self.model, self.tokenizer = model, tokenizer
+        no_dragging = {"continuous_update": False}  # sample once on release, not per pixel
+        self.temperature = widgets.FloatSlider(
+            value=temperature,
+            min=0.0,
+            max=2.0,
+            step=0.05,
+            description="temperature",
+            **no_dragging,
+        )
+        self.top_k = widgets.IntSlider(
+            value=top_k, min=0, max=model.vocab_size, description="top-k (0 off)", **no_dragging
+        )
+        self.top_p = widgets.FloatSlider(
+            value=top_p,
+            min=0.05,
+            max=1.0,
+            step=0.05,
+            description="top-p (1 off)",
+            **no_dragging,
+        )
+        self.seed = widgets.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed")
+        self.n = widgets.IntSlider(value=n, min=1, max=40, description="samples", **no_dragging)
+        self.prompt = widgets.Text(
+            value=prompt, description="prompt", placeholder="e.g. em", **no_dragging
+        )
+        self.output = widgets.HTML()
+        self.names: list[str] = []
+        self.error: str | None = None
+        self.controls = (self.temperature, self.top_k, self.top_p, self.seed, self.n, self.prompt)
+        for control in self.controls:
+            control.style.description_width = "initial"
+            control.observe(self.update, names="value")
+        super().__init__(
+            [
+                widgets.HBox([self.temperature, self.top_k, self.top_p]),
+                widgets.HBox([self.seed, self.n, self.prompt]),
+                self.output,
+            ]
+        )
+        self.update()
+
+    def settings(self) -> dict:
+        """The controls' current values, as keyword arguments of :func:`sample_names`."""
+        return {
+            "temperature": float(self.temperature.value),
+            "top_k": int(self.top_k.value),
+            "top_p": float(self.top_p.value),
+            "seed": int(self.seed.value),
+            "n": int(self.n.value),
+            "prompt": self.prompt.value,
+        }
+
+    def update(self, change=None) -> None:
+        """Sample with the current settings and show the names (the controls' handler)."""
+        settings = self.settings()
+        try:
+            self.names = sample_names(self.model, self.tokenizer, **settings)
+        except (TypeError, ValueError) as error:
+            self.names, self.error = [], str(error)
+            self.output.value = _error_html(error)
+            return
+        self.error = None
+        self.output.value = _names_html(self.names, settings["prompt"])
+
+
+class AttentionExplorer(widgets.VBox):
+    """Dropdowns for layer, head and example text; the head's attention heatmap below.
+
+    Every change calls :meth:`update`, which calls :func:`attention_for` on ``<bos>`` plus
+    the example's tokens, draws it with :func:`tfscratch.viz.attention_heatmap` (tokens as
+    tick labels, the blocked future in grey) and shows the PNG in ``image``. ``weights``
+    holds the last ``(T, T)`` array, ``labels`` its tokens and ``figure`` the last Figure.
+
+    The Figure is made without pyplot, so a notebook does not also draw it below the widget.
+    """
+
+    def __init__(
+        self,
+        model: DecoderLM,
+        tokenizer: Tokenizer,
+        examples: Sequence[str],
+        layer: int = 0,
+        head: int = 0,
+    ):
+        _check_pair(model, tokenizer)
+        if isinstance(examples, str) or not isinstance(examples, Sequence) or not examples:
+            raise ValueError(f"examples must be a non-empty list of texts, got {examples!r:.60}")
+        self.model, self.tokenizer = model, tokenizer
+        # Encode every example now, so a bad one fails here, naming it, not on selection.
+        self._examples = {}
+        for text in examples:
+            if not isinstance(text, str):
+                raise TypeError(f"examples must hold str, got {type(text).__name__} {text!r}")
+            try:
+                ids = tokenizer.encode(text, add_bos=True, unknown="error")
+            except ValueError as error:
+                raise ValueError(f"example {text!r} cannot be encoded: {error}") from None
+            if len(ids) > model.max_len:
+                raise ValueError(
+                    f"example {text!r} has {len(ids)} tokens with <bos>; the model's "
+                    f"max_len is {model.max_len}"
+                )
+            self._examples[text] = ids
+        n_layers, n_heads = len(model.blocks), model.config["n_heads"]
+        self.layer = widgets.Dropdown(
+            options=[(f"layer {i}", i) for i in range(n_layers)],
+            value=layer,
+            description="layer",
+        )
+        self.head = widgets.Dropdown(
+            options=[(f"head {i}", i) for i in range(n_heads)], value=head, description="head"
+        )
+        self.example = widgets.Dropdown(options=list(self._examples), description="example")
+        self.image = widgets.Image(format="png")
+        self.weights: np.ndarray | None = None
+        self.labels: list[str] = []
+        self.figure: Figure | None = None
+        for control in (self.layer, self.head, self.example):
+            control.observe(self.update, names="value")
+        super().__init__([widgets.HBox([self.layer, self.head, self.example]), self.image])
+        self.update()
+
+    def update(self, change=None) -> None:
+        """Recompute and redraw the selected head's attention (the dropdowns' handler)."""
+        layer, head, text = self.layer.value, self.head.value, self.example.value
+        ids = self._examples[text]
+        self.weights = attention_for(self.model, ids, layer, head)
+        self.labels = [self.tokenizer.tokens[i] for i in ids]
+        # Causal: the future is blocked, not "weight 0"; mask it so it is drawn grey.
+        shown = np.ma.masked_array(self.weights, mask=causal_mask(len(ids)))
+        size = min(2.5 + 0.4 * len(ids), 9.0)
+        figure = Figure(figsize=(size + 1.0, size), layout="constrained")
+        attention_heatmap(
+            shown,
+            self.labels,
+            self.labels,
+            ax=figure.add_subplot(),
+            title=f"layer {layer}, head {head}: {text!r}",
+            vmin=0.0,
+            vmax=1.0,
+        )
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=90)
+        self.figure = figure
+        self.image.value = buffer.getvalue()
