@@ -1,0 +1,117 @@
+"""`make assignments` makes student notebooks with nbgrader: solutions out, checks kept.
+
+The test runs the same nbgrader command as the Makefile on one short notebook, then
+executes the student version in a kernel (only up to its last checking cell, so no
+training runs) and shows that every checking cell fails until the exercises are solved,
+while the same cells pass in the notebook with the solutions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT_NOTEBOOK = ROOT / "notebooks" / "02_softmax_and_loss.ipynb"
+BIN = Path(sys.executable).parent
+
+
+def nbgrader_role(cell) -> str | None:
+    meta = cell.metadata.get("nbgrader", {})
+    if meta.get("solution"):
+        return "solution"
+    if meta.get("grade"):
+        return "check"
+    return None
+
+
+@pytest.fixture(scope="module")
+def student_notebook(tmp_path_factory) -> nbformat.NotebookNode:
+    course = tmp_path_factory.mktemp("classroom")
+    assignment = SHORT_NOTEBOOK.stem
+    (course / "source" / assignment).mkdir(parents=True)
+    shutil.copy(SHORT_NOTEBOOK, course / "source" / assignment)
+    # As in `make assignments`: nbgrader starts alembic from PATH, so the venv goes first.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(
+        [BIN / "nbgrader", "generate_assignment", assignment, "--force", "--log-level=WARN"],
+        cwd=course,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return nbformat.read(course / "release" / assignment / SHORT_NOTEBOOK.name, as_version=4)
+
+
+def up_to_last_check(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    last = max(i for i, cell in enumerate(nb.cells) if nbgrader_role(cell) == "check")
+    trimmed = nbformat.v4.new_notebook(metadata=nb.metadata)
+    trimmed.cells = [cell for cell in nb.cells[: last + 1] if cell.cell_type == "code"]
+    return trimmed
+
+
+def run(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(SHORT_NOTEBOOK.parent)}},
+    )
+    client.execute()
+    return nb
+
+
+def errors(cell) -> list[str]:
+    return [out.ename for out in cell.outputs if out.output_type == "error"]
+
+
+def test_student_version_has_no_solution_left(student_notebook):
+    source = nbformat.read(SHORT_NOTEBOOK, as_version=4)
+    answers = [cell for cell in source.cells if nbgrader_role(cell) == "solution"]
+    student_text = "\n".join(cell.source for cell in student_notebook.cells)
+    assert "BEGIN SOLUTION" not in student_text and "END SOLUTION" not in student_text
+    student_answers = {
+        c.metadata.nbgrader.grade_id: c.source
+        for c in student_notebook.cells
+        if nbgrader_role(c) == "solution"
+    }
+    assert len(student_answers) == len(answers) >= 2
+    for answer in answers:
+        # The student's answer cell keeps the scaffolding (signature, docstring) but no line
+        # of the solution. (A line may legitimately appear elsewhere, in teaching code.)
+        student_cell = student_answers[answer.metadata.nbgrader.grade_id]
+        assert "raise NotImplementedError()" in student_cell
+        solution = answer.source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION")[0]
+        for line in solution.strip().splitlines():
+            assert line.strip() not in student_cell, f"solution line left: {line.strip()!r}"
+
+
+def test_student_version_keeps_the_checking_cells_locked(student_notebook):
+    source = nbformat.read(SHORT_NOTEBOOK, as_version=4)
+    checks = [c.source for c in source.cells if nbgrader_role(c) == "check"]
+    student = [c for c in student_notebook.cells if nbgrader_role(c) == "check"]
+    assert [c.source for c in student] == checks
+    assert all(c.metadata.get("editable") is False for c in student)
+
+
+def test_checking_cells_fail_until_solved_and_pass_with_the_solutions(student_notebook):
+    unsolved = run(up_to_last_check(student_notebook))
+    solved = run(up_to_last_check(nbformat.read(SHORT_NOTEBOOK, as_version=4)))
+    for cell in unsolved.cells:
+        if nbgrader_role(cell) == "solution":
+            # a cell that only defines the function runs; one that also calls it stops here
+            assert errors(cell) in ([], ["NotImplementedError"]), errors(cell)
+        elif nbgrader_role(cell) == "check":
+            assert errors(cell), f"a checking cell passed without its answer:\n{cell.source}"
+        else:
+            assert not errors(cell), f"a teaching cell failed in the student version:\n{cell.source}"
+    for cell in solved.cells:
+        assert not errors(cell), f"failed with the solutions:\n{cell.source}"
