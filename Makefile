@@ -25,8 +25,8 @@ $(INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
 lab: $(INSTALLED)
 	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
 
-## test: the package tests, then every notebook under nbval
-test: test-package test-notebooks
+## test: ruff, the package tests, then every notebook under nbval
+test: lint test-package test-notebooks
 
 test-package: $(INSTALLED)
 	$(BIN)/python -m pytest tests
@@ -61,8 +61,8 @@ assignments: $(INSTALLED)
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check tfscratch tests benchmarks notebooks/execute.py
-	$(BIN)/ruff format --check tfscratch tests benchmarks notebooks/execute.py
+	$(BIN)/ruff check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
+	$(BIN)/ruff format --check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -10,3 +10,15 @@ def pytest_collectstart(collector):
     path = getattr(collector, "path", None)
     if path is not None and path.suffix == ".ipynb":
         collector.skip_compare += ("stderr",)
+
+
+# After a cell finishes, nbval waits only 5 s for its outputs (pictures, progress bars) to
+# arrive; on a busy laptop or a shared CI runner they can take longer, which fails a cell
+# whose result is right. Give them 60 s: a real hang is still caught by the cell timeout.
+OUTPUT_TIMEOUT_S = 60
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if hasattr(item, "output_timeout"):
+            item.output_timeout = OUTPUT_TIMEOUT_S

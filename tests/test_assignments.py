@@ -112,6 +112,8 @@ def test_checking_cells_fail_until_solved_and_pass_with_the_solutions(student_no
         elif nbgrader_role(cell) == "check":
             assert errors(cell), f"a checking cell passed without its answer:\n{cell.source}"
         else:
-            assert not errors(cell), f"a teaching cell failed in the student version:\n{cell.source}"
+            assert not errors(cell), (
+                f"a teaching cell failed in the student version:\n{cell.source}"
+            )
     for cell in solved.cells:
         assert not errors(cell), f"failed with the solutions:\n{cell.source}"

@@ -20,7 +20,8 @@ def test_self_attention_backward_matches_finite_differences(rng, mask_kind):
     padding = np.zeros((2, 5), dtype=bool)
     padding[1, 3:] = True
     kwargs = {
-        "none": {}, "causal": {"mask": F.causal_mask(5)},
+        "none": {},
+        "causal": {"mask": F.causal_mask(5)},
         "padding": {"key_padding_mask": padding},
         "both": {"mask": F.causal_mask(5), "key_padding_mask": padding},
     }[mask_kind]
@@ -32,8 +33,9 @@ def test_cross_attention_backward_checks_both_inputs(rng):
     x, context = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 6, 8))
     padding = np.zeros((2, 6), dtype=bool)
     padding[0, 4:] = True
-    worst, errors = gradcheck(mha, x, context, kwargs={"key_padding_mask": padding},
-                              return_errors=True)
+    worst, errors = gradcheck(
+        mha, x, context, kwargs={"key_padding_mask": padding}, return_errors=True
+    )
     assert {"input0", "input1"} <= set(errors)
     assert worst < GRAD_TOL
 
@@ -128,11 +130,14 @@ def test_d_model_must_divide_into_heads():
         nn.MultiHeadAttention(30, 4)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"mask": np.zeros((5, 5), dtype=bool)}, "does not broadcast"),
-    ({"mask": np.zeros((4, 4), dtype=np.int64)}, "mask must be a boolean array"),
-    ({"key_padding_mask": np.zeros((2, 5), dtype=bool)}, "key_padding_mask must have shape"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"mask": np.zeros((5, 5), dtype=bool)}, "does not broadcast"),
+        ({"mask": np.zeros((4, 4), dtype=np.int64)}, "mask must be a boolean array"),
+        ({"key_padding_mask": np.zeros((2, 5), dtype=bool)}, "key_padding_mask must have shape"),
+    ],
+)
 def test_bad_masks_are_rejected_with_their_name(rng, kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
         make_mha()(rng.standard_normal((1, 4, 8)), **kwargs)

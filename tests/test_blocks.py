@@ -28,8 +28,14 @@ def test_cross_attention_decoder_block_checks_x_and_memory(rng, norm):
     x, memory = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 5, 8))
     padding = np.zeros((2, 5), dtype=bool)
     padding[1, 3:] = True
-    worst, errors = gradcheck(block, x, memory, kwargs={"memory_key_padding_mask": padding},
-                              max_coords=20, return_errors=True)
+    worst, errors = gradcheck(
+        block,
+        x,
+        memory,
+        kwargs={"memory_key_padding_mask": padding},
+        max_coords=20,
+        return_errors=True,
+    )
     assert {"input0", "input1"} <= set(errors)
     assert worst < GRAD_TOL
 
@@ -64,4 +70,6 @@ def test_decoder_block_memory_must_match_cross_attention(rng):
     with pytest.raises(ValueError, match="memory .* is required"):
         nn.DecoderBlock(8, 2, cross_attention=True, seed=0)(np.zeros((1, 2, 8), np.float32))
     with pytest.raises(ValueError, match="no cross-attention"):
-        nn.DecoderBlock(8, 2, seed=0)(np.zeros((1, 2, 8), np.float32), np.zeros((1, 2, 8), np.float32))
+        nn.DecoderBlock(8, 2, seed=0)(
+            np.zeros((1, 2, 8), np.float32), np.zeros((1, 2, 8), np.float32)
+        )

@@ -121,6 +121,19 @@ def test_save_writes_exactly_the_given_name_and_creates_folders(tmp_path):
     np.testing.assert_array_equal(run(tfscratch.load(path)), run(model))
 
 
+def test_saved_file_gets_the_permissions_of_any_new_file(tmp_path):
+    # written through a private temporary file, but the result is not private: with
+    # umask 022 it is 0644, exactly what open(path, "w") would have made.
+    old_umask = os.umask(0o022)
+    try:
+        path = tfscratch.save(make_models()["classifier"], tmp_path / "m.npz")
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+    finally:
+        os.umask(old_umask)
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 == 0o644
+
+
 def test_saving_over_a_checkpoint_replaces_it_and_leaves_no_temporary_file(tmp_path):
     first, second = make_models()["decoder"], DecoderLM(13, 8, 2, 1, max_len=12, seed=5)
     path = tmp_path / "m.npz"

@@ -37,9 +37,15 @@ def test_softmax_family_backward_matches_finite_differences(rng, name):
 @pytest.mark.parametrize("approximate", ["tanh", "none"])
 def test_gelu_backward_matches_finite_differences(rng, approximate):
     x = rng.standard_normal((4, 6)) * 3
-    assert gradcheck(lambda v: F.gelu(v, approximate), x,
-                     backward=lambda g: F.gelu_backward(g, x, approximate),
-                     max_coords=None) < GRAD_TOL
+    assert (
+        gradcheck(
+            lambda v: F.gelu(v, approximate),
+            x,
+            backward=lambda g: F.gelu_backward(g, x, approximate),
+            max_coords=None,
+        )
+        < GRAD_TOL
+    )
 
 
 def test_gelu_tanh_is_close_to_exact_and_keeps_float32():
@@ -57,8 +63,9 @@ def test_gelu_rejects_unknown_approximation():
 def test_relu_backward_matches_finite_differences(rng):
     x = rng.standard_normal((5, 5)) + 0.05  # keep away from the kink
     x[np.abs(x) < 1e-3] = 0.5
-    assert gradcheck(F.relu, x, backward=lambda g: F.relu_backward(g, x),
-                     max_coords=None) < GRAD_TOL
+    assert (
+        gradcheck(F.relu, x, backward=lambda g: F.relu_backward(g, x), max_coords=None) < GRAD_TOL
+    )
 
 
 def test_layer_norm_output_has_zero_mean_unit_variance(rng):
@@ -76,8 +83,10 @@ def test_layer_norm_backward_matches_finite_differences(rng):
     def backward(g):
         return F.layer_norm_backward(g, x_hat, inv_std, gamma)[0]
 
-    assert gradcheck(lambda v: F.layer_norm(v, gamma, beta), x, backward=backward,
-                     max_coords=None) < GRAD_TOL
+    assert (
+        gradcheck(lambda v: F.layer_norm(v, gamma, beta), x, backward=backward, max_coords=None)
+        < GRAD_TOL
+    )
 
 
 def test_causal_mask_hides_future_tokens():
@@ -156,12 +165,15 @@ def test_cross_entropy_ignores_ignore_index_and_is_zero_when_all_ignored(rng):
     assert not F.cross_entropy_backward(logits, all_ignored, ignore_index=-1).any()
 
 
-@pytest.mark.parametrize("bad, message", [
-    (np.array([0, 3]), "targets contain 3, outside \\[0, 3\\)"),
-    (np.array([0, -2]), "targets contain -2"),
-    (np.array([0.0, 1.0]), "integer array"),
-    (np.array([0, 1, 2]), "does not match logits shape"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.array([0, 3]), "targets contain 3, outside \\[0, 3\\)"),
+        (np.array([0, -2]), "targets contain -2"),
+        (np.array([0.0, 1.0]), "integer array"),
+        (np.array([0, 1, 2]), "does not match logits shape"),
+    ],
+)
 def test_cross_entropy_rejects_bad_targets(bad, message):
     with pytest.raises((ValueError, TypeError), match=message):
         F.cross_entropy(np.zeros((2, 3)), bad)

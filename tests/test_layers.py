@@ -8,15 +8,19 @@ from .conftest import GRAD_TOL
 F64 = np.float64
 
 
-@pytest.mark.parametrize("module", [
-    nn.Linear(5, 3, seed=0, dtype=F64),
-    nn.Linear(5, 3, bias=False, seed=0, dtype=F64),
-    nn.LayerNorm(5, dtype=F64),
-    nn.GELU("tanh"),
-    nn.GELU("none"),
-    nn.FeedForward(5, 12, "gelu", seed=0, dtype=F64),
-    nn.FeedForward(5, 12, "relu", seed=0, dtype=F64),
-], ids=["linear", "linear-nobias", "layernorm", "gelu-tanh", "gelu-exact", "ffn-gelu", "ffn-relu"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        nn.Linear(5, 3, seed=0, dtype=F64),
+        nn.Linear(5, 3, bias=False, seed=0, dtype=F64),
+        nn.LayerNorm(5, dtype=F64),
+        nn.GELU("tanh"),
+        nn.GELU("none"),
+        nn.FeedForward(5, 12, "gelu", seed=0, dtype=F64),
+        nn.FeedForward(5, 12, "relu", seed=0, dtype=F64),
+    ],
+    ids=["linear", "linear-nobias", "layernorm", "gelu-tanh", "gelu-exact", "ffn-gelu", "ffn-relu"],
+)
 def test_module_backward_matches_finite_differences(rng, module):
     x = rng.standard_normal((2, 4, 5))
     if isinstance(module, nn.LayerNorm):  # make gamma/beta non-trivial
@@ -94,16 +98,18 @@ def test_dropout_rejects_p_outside_unit_interval(p):
         nn.Dropout(p)
 
 
-@pytest.mark.parametrize("pos_class", [nn.SinusoidalPositionalEncoding,
-                                       nn.LearnedPositionalEmbedding])
+@pytest.mark.parametrize(
+    "pos_class", [nn.SinusoidalPositionalEncoding, nn.LearnedPositionalEmbedding]
+)
 def test_positional_encoding_backward_matches_finite_differences(rng, pos_class):
     pe = pos_class(10, 6, dtype=F64)
     x = rng.standard_normal((2, 4, 6))
     assert gradcheck(pe, x, kwargs={"offset": 3}) < GRAD_TOL
 
 
-@pytest.mark.parametrize("pos_class", [nn.SinusoidalPositionalEncoding,
-                                       nn.LearnedPositionalEmbedding])
+@pytest.mark.parametrize(
+    "pos_class", [nn.SinusoidalPositionalEncoding, nn.LearnedPositionalEmbedding]
+)
 def test_positional_offset_adds_the_rows_at_that_offset(pos_class):
     pe = pos_class(10, 6)
     zeros = np.zeros((1, 3, 6), dtype=np.float32)
@@ -144,21 +150,27 @@ def test_load_state_dict_reports_missing_unexpected_and_misshaped():
     assert "fc2.weight: checkpoint (3, 3) vs model (8, 4)" in message
 
 
-@pytest.mark.parametrize("bad, error, message", [
-    (np.zeros((2, 4), dtype=np.int64), TypeError, "x must be a float"),
-    (np.zeros((2, 3), dtype=np.float32), ValueError, "last dimension 3 .* expected 4"),
-    ([1.0, 2.0, 3.0, 4.0], TypeError, "got list"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (np.zeros((2, 4), dtype=np.int64), TypeError, "x must be a float"),
+        (np.zeros((2, 3), dtype=np.float32), ValueError, "last dimension 3 .* expected 4"),
+        ([1.0, 2.0, 3.0, 4.0], TypeError, "got list"),
+    ],
+)
 def test_linear_rejects_bad_activations(bad, error, message):
     with pytest.raises(error, match=message):
         nn.Linear(4, 2, seed=0)(bad)
 
 
-@pytest.mark.parametrize("ids, error, message", [
-    (np.array([[0, 7]]), ValueError, "token id 7, outside \\[0, 6\\)"),
-    (np.array([[-1, 2]]), ValueError, "token id -1"),
-    (np.array([[0.0, 2.0]]), TypeError, "integer token ids"),
-])
+@pytest.mark.parametrize(
+    "ids, error, message",
+    [
+        (np.array([[0, 7]]), ValueError, "token id 7, outside \\[0, 6\\)"),
+        (np.array([[-1, 2]]), ValueError, "token id -1"),
+        (np.array([[0.0, 2.0]]), TypeError, "integer token ids"),
+    ],
+)
 def test_embedding_rejects_bad_ids(ids, error, message):
     with pytest.raises(error, match=message):
         nn.Embedding(6, 4, seed=0)(ids)

@@ -14,8 +14,21 @@ F64 = np.float64
 @pytest.mark.parametrize("pos", ["learned", "sinusoidal"])
 @pytest.mark.parametrize("tie_weights", [True, False])
 def test_decoder_lm_backward_matches_finite_differences(rng, norm, pos, tie_weights):
-    model = randomize(DecoderLM(11, 8, 2, 2, d_ff=16, max_len=8, pos=pos, norm=norm,
-                                tie_weights=tie_weights, seed=0, dtype=F64))
+    model = randomize(
+        DecoderLM(
+            11,
+            8,
+            2,
+            2,
+            d_ff=16,
+            max_len=8,
+            pos=pos,
+            norm=norm,
+            tie_weights=tie_weights,
+            seed=0,
+            dtype=F64,
+        )
+    )
     tokens = rng.integers(0, 11, (2, 6))
     assert gradcheck(model, tokens, max_coords=8) < GRAD_TOL
 
@@ -27,8 +40,11 @@ def test_seq2seq_backward_matches_finite_differences(rng, norm, pos):
     # gradients at ~1e-6, below what finite differences resolve (round-off, shrinking as
     # the step grows); one layer each keeps every gradient measurable.
     layers = 2 if norm == "pre" else 1
-    model = randomize(Seq2SeqTransformer(9, 7, 8, 2, layers, layers, d_ff=16, max_len=8,
-                                         pos=pos, norm=norm, seed=0, dtype=F64))
+    model = randomize(
+        Seq2SeqTransformer(
+            9, 7, 8, 2, layers, layers, d_ff=16, max_len=8, pos=pos, norm=norm, seed=0, dtype=F64
+        )
+    )
     src, tgt = rng.integers(0, 9, (2, 5)), rng.integers(0, 7, (2, 4))
     src_pad = np.array([[False] * 5, [False, False, False, True, True]])
     tgt_pad = np.array([[False] * 4, [False, False, False, True]])
@@ -39,8 +55,11 @@ def test_seq2seq_backward_matches_finite_differences(rng, norm, pos):
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("pos", ["learned", "sinusoidal", "none"])
 def test_encoder_classifier_backward_matches_finite_differences(rng, pooling, pos):
-    model = randomize(EncoderClassifier(5, 3, 8, 2, 2, d_ff=16, max_len=8, pooling=pooling,
-                                        pos=pos, seed=0, dtype=F64))
+    model = randomize(
+        EncoderClassifier(
+            5, 3, 8, 2, 2, d_ff=16, max_len=8, pooling=pooling, pos=pos, seed=0, dtype=F64
+        )
+    )
     tokens = rng.integers(0, 5, (3, 6))
     pad = np.zeros((3, 6), dtype=bool)
     pad[2, 4:] = True
@@ -48,8 +67,7 @@ def test_encoder_classifier_backward_matches_finite_differences(rng, pooling, po
 
 
 def test_post_norm_classifier_backward_matches_finite_differences(rng):
-    model = randomize(EncoderClassifier(5, 3, 8, 2, 1, max_len=8, norm="post", seed=0,
-                                        dtype=F64))
+    model = randomize(EncoderClassifier(5, 3, 8, 2, 1, max_len=8, norm="post", seed=0, dtype=F64))
     assert gradcheck(model, rng.integers(0, 5, (2, 6)), max_coords=8) < GRAD_TOL
 
 
@@ -97,8 +115,14 @@ def test_weight_tying_shares_the_embedding():
 
 def test_parameter_names_follow_the_contract():
     names = DecoderLM(10, 8, 2, 2, max_len=8, seed=0).named_parameters()
-    for name in ["tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q_proj.weight",
-                 "blocks.1.ffn.fc2.bias", "blocks.1.ln2.gamma", "ln_f.beta"]:
+    for name in [
+        "tok_emb.weight",
+        "pos_emb.weight",
+        "blocks.0.attn.q_proj.weight",
+        "blocks.1.ffn.fc2.bias",
+        "blocks.1.ln2.gamma",
+        "ln_f.beta",
+    ]:
         assert name in names
     seq2seq = Seq2SeqTransformer(5, 6, 8, 2, 1, 1, seed=0).named_parameters()
     assert "decoder_blocks.0.cross_attn.k_proj.weight" in seq2seq
@@ -120,9 +144,11 @@ def test_initial_loss_is_close_to_uniform(rng):
 
 
 def test_config_rebuilds_an_identical_model():
-    for model in (DecoderLM(10, 8, 2, 1, max_len=8, seed=3),
-                  Seq2SeqTransformer(5, 6, 8, 2, 1, 1, seed=3),
-                  EncoderClassifier(4, 3, 8, 2, 1, pooling="cls", seed=3)):
+    for model in (
+        DecoderLM(10, 8, 2, 1, max_len=8, seed=3),
+        Seq2SeqTransformer(5, 6, 8, 2, 1, 1, seed=3),
+        EncoderClassifier(4, 3, 8, 2, 1, pooling="cls", seed=3),
+    ):
         clone = type(model)(**model.config)
         for name, value in model.state_dict().items():
             np.testing.assert_array_equal(value, clone.state_dict()[name])
@@ -156,6 +182,14 @@ def test_seq2seq_pad_tokens_in_source_do_not_change_output(rng):
 
 
 def test_top_level_api_names_exist():
-    for name in ["DecoderLM", "Seq2SeqTransformer", "EncoderClassifier", "generate", "translate",
-                 "save", "load", "gradcheck"]:
+    for name in [
+        "DecoderLM",
+        "Seq2SeqTransformer",
+        "EncoderClassifier",
+        "generate",
+        "translate",
+        "save",
+        "load",
+        "gradcheck",
+    ]:
         assert hasattr(tfscratch, name)

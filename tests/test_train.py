@@ -19,8 +19,9 @@ SEQ_LEN = 6
 
 
 def tiny_model(seed=0, dropout=0.0):
-    return DecoderLM(VOCAB, d_model=8, n_heads=2, n_layers=1, max_len=SEQ_LEN, dropout=dropout,
-                     seed=seed)
+    return DecoderLM(
+        VOCAB, d_model=8, n_heads=2, n_layers=1, max_len=SEQ_LEN, dropout=dropout, seed=seed
+    )
 
 
 def lm_data(n_rows=16, seed=0):
@@ -41,8 +42,15 @@ def val_batches():
 # --- the history table -------------------------------------------------------------------------
 def test_history_has_one_row_per_step_and_the_documented_columns():
     model = tiny_model()
-    history = train(model, Adam(model.parameters(), lr=1e-2), stream(), steps=7,
-                    val_batches=val_batches(), eval_every=3, progress=False)
+    history = train(
+        model,
+        Adam(model.parameters(), lr=1e-2),
+        stream(),
+        steps=7,
+        val_batches=val_batches(),
+        eval_every=3,
+        progress=False,
+    )
     assert tuple(history.columns) == HISTORY_COLUMNS
     assert len(history) == 7
     assert history["step"].tolist() == [1, 2, 3, 4, 5, 6, 7]
@@ -82,8 +90,14 @@ def test_clipping_records_the_norm_before_clipping_and_limits_the_update():
 
     before = [p.data.copy() for p in model.parameters()]
     # Plain SGD with lr=1 moves the weights by exactly the (clipped) gradient.
-    history = train(model, SGD(model.parameters(), lr=1.0), stream(), steps=1,
-                    max_grad_norm=max_norm, progress=False)
+    history = train(
+        model,
+        SGD(model.parameters(), lr=1.0),
+        stream(),
+        steps=1,
+        max_grad_norm=max_norm,
+        progress=False,
+    )
     update = np.sqrt(sum(np.sum((p.data - b) ** 2) for p, b in zip(model.parameters(), before)))
     assert history["grad_norm"].iloc[0] == pytest.approx(norm_before, rel=1e-5)
     assert update == pytest.approx(max_norm, rel=1e-3)
@@ -122,8 +136,9 @@ def test_divergence_error_names_the_step_where_the_loss_became_nan():
     model = tiny_model()
     model.eval()
     with pytest.raises(FloatingPointError, match=r"at step 4: the loss became nan"):
-        train(model, Adam(model.parameters()), stream(), steps=10, task=NanOnCall(4),
-              progress=False)
+        train(
+            model, Adam(model.parameters()), stream(), steps=10, task=NanOnCall(4), progress=False
+        )
     assert not model.training  # the mode is restored even when training fails
 
 
@@ -138,24 +153,50 @@ def test_running_out_of_batches_raises_value_error():
 def test_one_shot_iterator_for_val_batches_raises_type_error():
     model = tiny_model()
     with pytest.raises(TypeError, match="val_batches must be re-iterable"):
-        train(model, Adam(model.parameters()), stream(), steps=2,
-              val_batches=iter(val_batches()), progress=False)
+        train(
+            model,
+            Adam(model.parameters()),
+            stream(),
+            steps=2,
+            val_batches=iter(val_batches()),
+            progress=False,
+        )
 
 
 def test_a_function_returning_a_fresh_iterator_is_accepted_as_val_batches():
     model, twin = tiny_model(), tiny_model()
-    as_list = train(model, Adam(model.parameters()), stream(), steps=4, val_batches=val_batches(),
-                    eval_every=2, progress=False)
-    as_function = train(twin, Adam(twin.parameters()), stream(), steps=4,
-                        val_batches=lambda: iter(val_batches()), eval_every=2, progress=False)
+    as_list = train(
+        model,
+        Adam(model.parameters()),
+        stream(),
+        steps=4,
+        val_batches=val_batches(),
+        eval_every=2,
+        progress=False,
+    )
+    as_function = train(
+        twin,
+        Adam(twin.parameters()),
+        stream(),
+        steps=4,
+        val_batches=lambda: iter(val_batches()),
+        eval_every=2,
+        progress=False,
+    )
     pd.testing.assert_series_equal(as_list["val_loss"], as_function["val_loss"])
 
 
 def test_checkpoint_path_without_validation_is_refused(tmp_path):
     model = tiny_model()
     with pytest.raises(ValueError, match="needs val_batches"):
-        train(model, Adam(model.parameters()), stream(), steps=2,
-              checkpoint_path=tmp_path / "best.npz", progress=False)
+        train(
+            model,
+            Adam(model.parameters()),
+            stream(),
+            steps=2,
+            checkpoint_path=tmp_path / "best.npz",
+            progress=False,
+        )
 
 
 # --- keep-best checkpoint ------------------------------------------------------------------------
@@ -168,8 +209,16 @@ def test_checkpoint_holds_the_model_with_the_best_validation_loss(tmp_path):
     val = [(tokens, np.full_like(tokens, 5))]
     model = tiny_model()
     path = tmp_path / "best.npz"
-    history = train(model, Adam(model.parameters(), lr=0.05), [train_batch] * 12, steps=12,
-                    val_batches=val, eval_every=2, checkpoint_path=path, progress=False)
+    history = train(
+        model,
+        Adam(model.parameters(), lr=0.05),
+        [train_batch] * 12,
+        steps=12,
+        val_batches=val,
+        eval_every=2,
+        checkpoint_path=path,
+        progress=False,
+    )
     val_losses = history["val_loss"].dropna()
     best_step = int(history.loc[val_losses.idxmin(), "step"])
     assert history.attrs["best_step"] == best_step
@@ -204,8 +253,14 @@ def test_evaluate_of_no_scored_targets_raises_value_error():
 @pytest.mark.parametrize("training", [True, False])
 def test_train_and_evaluate_restore_the_mode_of_every_submodule(training):
     model = tiny_model(dropout=0.1).train(training)
-    train(model, Adam(model.parameters()), stream(), steps=2, val_batches=val_batches(),
-          progress=False)
+    train(
+        model,
+        Adam(model.parameters()),
+        stream(),
+        steps=2,
+        val_batches=val_batches(),
+        progress=False,
+    )
     assert {module.training for module in model.modules()} == {training}
     evaluate(model, val_batches())
     assert {module.training for module in model.modules()} == {training}
@@ -221,13 +276,23 @@ def run_seeded(seed):
     model = tiny_model(seed=seed, dropout=0.1)
     optimizer = Adam(model.parameters(), lr=0.01)
     schedule = WarmupCosineSchedule(optimizer, warmup_steps=2, total_steps=8)
-    return train(model, optimizer, stream(seed=seed), steps=8, schedule=schedule,
-                 max_grad_norm=0.5, val_batches=val_batches(), eval_every=4, progress=False)
+    return train(
+        model,
+        optimizer,
+        stream(seed=seed),
+        steps=8,
+        schedule=schedule,
+        max_grad_norm=0.5,
+        val_batches=val_batches(),
+        eval_every=4,
+        progress=False,
+    )
 
 
 def test_seeded_runs_give_identical_histories_apart_from_the_timing():
     first, second = run_seeded(0), run_seeded(0)
-    pd.testing.assert_frame_equal(first.drop(columns="tokens_per_s"),
-                                  second.drop(columns="tokens_per_s"))
+    pd.testing.assert_frame_equal(
+        first.drop(columns="tokens_per_s"), second.drop(columns="tokens_per_s")
+    )
     other = run_seeded(1)
     assert not np.allclose(first["train_loss"], other["train_loss"])

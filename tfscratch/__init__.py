@@ -24,7 +24,14 @@ __version__ = "0.1.0"
 tune_malloc()
 
 _LAZY_SUBMODULES = {
-    "baselines", "data", "pretrained", "timing", "tokenizers", "train", "viz", "widgets",
+    "baselines",
+    "data",
+    "pretrained",
+    "timing",
+    "tokenizers",
+    "train",
+    "viz",
+    "widgets",
 }
 
 
@@ -33,7 +40,17 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tfscratch' has no attribute {name!r}")
 
+
 __all__ = [
-    "DecoderLM", "EncoderClassifier", "Seq2SeqTransformer", "functional", "generate",
-    "gradcheck", "load", "nn", "optim", "save", "translate",
+    "DecoderLM",
+    "EncoderClassifier",
+    "Seq2SeqTransformer",
+    "functional",
+    "generate",
+    "gradcheck",
+    "load",
+    "nn",
+    "optim",
+    "save",
+    "translate",
 ]

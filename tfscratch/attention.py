@@ -94,8 +94,17 @@ class MultiHeadAttention(Module):
     (cross-attention).
     """
 
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0,
-                 *, seed=None, rng=None, dtype=np.float32):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        *,
+        seed=None,
+        rng=None,
+        dtype=np.float32,
+    ):
         check_positive_int(d_model, "d_model")
         check_positive_int(n_heads, "n_heads")
         if d_model % n_heads:
@@ -151,8 +160,9 @@ class MultiHeadAttention(Module):
         return (d_out @ weight.T).reshape(B, T, D)
 
     # --- forward / backward -----------------------------------------------------------
-    def forward(self, x, context=None, mask=None, key_padding_mask=None, kv_cache=None,
-                is_causal=False):
+    def forward(
+        self, x, context=None, mask=None, key_padding_mask=None, kv_cache=None, is_causal=False
+    ):
         """Attend from ``x`` ``(B, T_q, D)`` to itself or to ``context`` ``(B, T_k, D)``.
 
         Args:
@@ -211,8 +221,11 @@ class MultiHeadAttention(Module):
                     f"is_causal needs one query per new key position: {T_q} queries after "
                     f"{offset} cached positions, but {T_k} keys"
                 )
-            future = F.causal_mask(T_q, offset)
-            blocked = future if blocked is None else blocked | future
+            # One query at the newest position (a cached generation step) may see every key:
+            # its causal mask would block nothing, so skip building and applying it.
+            if T_q > 1:
+                future = F.causal_mask(T_q, offset)
+                blocked = future if blocked is None else blocked | future
         return blocked
 
     def backward(self, grad_output: np.ndarray):
@@ -221,7 +234,6 @@ class MultiHeadAttention(Module):
                 "backward after a forward with kv_cache is not supported: the cache is for "
                 "generation (inference); train without it"
             )
-        B, T_q, _ = grad_output.shape
         d_heads = split_heads(self.out_proj.backward(grad_output), self.n_heads)
         q, k, v = self._q, self._k, self._v
         dv = self._dropped.swapaxes(-1, -2) @ d_heads

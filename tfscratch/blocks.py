@@ -53,9 +53,19 @@ class EncoderBlock(_ResidualSublayers):
     ``forward(x, mask=None, key_padding_mask=None)``: ``(B, T, D)`` -> ``(B, T, D)``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0,
-                 norm: str = "pre", activation: str = "gelu", *, seed=None, rng=None,
-                 dtype=np.float32):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        norm: str = "pre",
+        activation: str = "gelu",
+        *,
+        seed=None,
+        rng=None,
+        dtype=np.float32,
+    ):
         self.norm = check_choice(norm, "norm", NORM_PLACEMENTS)
         d_ff = 4 * d_model if d_ff is None else d_ff
         rng = make_rng(seed, rng)
@@ -89,9 +99,20 @@ class DecoderBlock(_ResidualSublayers):
     kv_cache=None)``; ``backward`` returns ``dx``, or ``(dx, dmemory)`` with cross-attention.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int | None = None, dropout: float = 0.0,
-                 norm: str = "pre", activation: str = "gelu", cross_attention: bool = False,
-                 *, seed=None, rng=None, dtype=np.float32):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        norm: str = "pre",
+        activation: str = "gelu",
+        cross_attention: bool = False,
+        *,
+        seed=None,
+        rng=None,
+        dtype=np.float32,
+    ):
         self.norm = check_choice(norm, "norm", NORM_PLACEMENTS)
         self.has_cross_attention = bool(cross_attention)
         d_ff = 4 * d_model if d_ff is None else d_ff
@@ -116,8 +137,9 @@ class DecoderBlock(_ResidualSublayers):
         """The norm in front of the feed-forward: ``ln3`` with cross-attention, else ``ln2``."""
         return self.ln3 if self.has_cross_attention else self.ln2
 
-    def forward(self, x, memory=None, key_padding_mask=None, memory_key_padding_mask=None,
-                kv_cache=None):
+    def forward(
+        self, x, memory=None, key_padding_mask=None, memory_key_padding_mask=None, kv_cache=None
+    ):
         """x: ``(B, T, D)``; memory: ``(B, T_src, D)`` (required with cross-attention)."""
         if self.has_cross_attention and memory is None:
             raise ValueError("memory (the encoder output) is required: this block cross-attends")
@@ -125,11 +147,13 @@ class DecoderBlock(_ResidualSublayers):
             raise ValueError("memory was given, but this block has no cross-attention")
 
         def attend_to_past(h):
-            return self.attn(h, key_padding_mask=key_padding_mask, kv_cache=kv_cache,
-                             is_causal=True)
+            return self.attn(
+                h, key_padding_mask=key_padding_mask, kv_cache=kv_cache, is_causal=True
+            )
 
         x = self._run_step(x, self.ln1, attend_to_past, self.attn_dropout)
         if self.has_cross_attention:
+
             def attend_to_source(h):
                 return self.cross_attn(h, context=memory, key_padding_mask=memory_key_padding_mask)
 
@@ -137,11 +161,13 @@ class DecoderBlock(_ResidualSublayers):
         return self._run_step(x, self.ffn_norm, self.ffn, self.ffn_dropout)
 
     def backward(self, grad_output):
-        grad, _ = self._step_backward(grad_output, self.ffn_norm, self.ffn.backward,
-                                      self.ffn_dropout)
+        grad, _ = self._step_backward(
+            grad_output, self.ffn_norm, self.ffn.backward, self.ffn_dropout
+        )
         d_memory = None
         if self.has_cross_attention:
-            grad, d_memory = self._step_backward(grad, self.ln2, self.cross_attn.backward,
-                                                 self.cross_dropout)
+            grad, d_memory = self._step_backward(
+                grad, self.ln2, self.cross_attn.backward, self.cross_dropout
+            )
         grad, _ = self._step_backward(grad, self.ln1, self.attn.backward, self.attn_dropout)
         return (grad, d_memory) if self.has_cross_attention else grad

@@ -47,11 +47,20 @@ def save(model: Module, path: str | os.PathLike) -> Path:
     try:
         with os.fdopen(handle, "wb") as file:
             np.savez(file, **arrays)
+        # mkstemp makes the file private (0600); give it the permissions any new file
+        # gets (0666 less the umask), as np.savez(path) would have.
+        os.chmod(temporary, 0o666 & ~_current_umask())
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)
         raise
     return path
+
+
+def _current_umask() -> int:
+    umask = os.umask(0)  # the only way to read it is to set it...
+    os.umask(umask)  # ...and put it back at once
+    return umask
 
 
 def load(path: str | os.PathLike) -> Module:

@@ -16,8 +16,9 @@ from .models import DecoderLM, Seq2SeqTransformer
 
 
 # --- choosing the next token ------------------------------------------------------------
-def filter_logits(logits: np.ndarray, top_k: int | None = None,
-                  top_p: float | None = None) -> np.ndarray:
+def filter_logits(
+    logits: np.ndarray, top_k: int | None = None, top_p: float | None = None
+) -> np.ndarray:
     """Set to ``-inf`` every logit outside the top-k and outside the top-p nucleus.
 
     logits: ``(V,)``. Top-p keeps the smallest set of most likely tokens whose probability
@@ -36,8 +37,9 @@ def filter_logits(logits: np.ndarray, top_k: int | None = None,
     return logits
 
 
-def sample_next(logits: np.ndarray, temperature: float, top_k, top_p,
-                rng: np.random.Generator) -> int:
+def sample_next(
+    logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.Generator
+) -> int:
     """One token id from ``(V,)`` logits; ``temperature == 0`` is greedy (argmax)."""
     if temperature == 0:
         return int(np.argmax(logits))
@@ -55,14 +57,16 @@ def _check_sampling(temperature, top_k, top_p) -> None:
         raise ValueError(
             f"temperature={temperature!r} must be a finite number >= 0 (0 means greedy)"
         )
-    if top_k is not None:
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-            raise ValueError(f"top_k={top_k!r} must be an int >= 1 or None")
-    if top_p is not None:
-        if isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.floating)) or not (
-            0.0 < top_p <= 1.0
-        ):
-            raise ValueError(f"top_p={top_p!r} must be in (0, 1] or None")
+    if top_k is not None and (
+        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
+    ):
+        raise ValueError(f"top_k={top_k!r} must be an int >= 1 or None")
+    if top_p is not None and (
+        isinstance(top_p, bool)
+        or not isinstance(top_p, (int, float, np.floating))
+        or not 0.0 < top_p <= 1.0
+    ):
+        raise ValueError(f"top_p={top_p!r} must be in (0, 1] or None")
 
 
 def _check_prompt(prompt, vocab_size: int, name: str = "prompt") -> list[int]:
@@ -90,10 +94,18 @@ def _check_token_id(value, name: str, vocab_size: int) -> int:
 
 
 # --- decoder-only generation ------------------------------------------------------------
-def generate(model: DecoderLM, prompt, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None,
-             stop_token: int | None = None, use_kv_cache: bool = True,
-             seed: int | None = None, return_attention: bool = False):
+def generate(
+    model: DecoderLM,
+    prompt,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    stop_token: int | None = None,
+    use_kv_cache: bool = True,
+    seed: int | None = None,
+    return_attention: bool = False,
+):
     """Continue ``prompt`` (a list of ids) by up to ``max_new_tokens`` tokens.
 
     Returns the new tokens only (ending with ``stop_token`` if it was produced). With
@@ -145,8 +157,15 @@ def generate(model: DecoderLM, prompt, max_new_tokens: int, temperature: float =
 
 
 # --- encoder-decoder translation --------------------------------------------------------
-def translate(model: Seq2SeqTransformer, src, max_len: int, bos: int, eos: int,
-              beam_size: int = 1, length_penalty: float = 1.0) -> list[int]:
+def translate(
+    model: Seq2SeqTransformer,
+    src,
+    max_len: int,
+    bos: int,
+    eos: int,
+    beam_size: int = 1,
+    length_penalty: float = 1.0,
+) -> list[int]:
     """Translate one source sequence (list of ids); returns target ids without bos/eos.
 
     ``beam_size=1`` is greedy. With a beam, the ``beam_size`` best partial translations are
@@ -208,8 +227,9 @@ def translate(model: Seq2SeqTransformer, src, max_len: int, bos: int, eos: int,
     return [t for t in best_tokens[1:] if t != eos]
 
 
-def translate_batch(model: Seq2SeqTransformer, srcs, max_len: int, bos: int, eos: int,
-                    batch_size: int = 512) -> list[list[int]]:
+def translate_batch(
+    model: Seq2SeqTransformer, srcs, max_len: int, bos: int, eos: int, batch_size: int = 512
+) -> list[list[int]]:
     """Greedy translation of many source sequences at once.
 
     The same result as ``[translate(model, src, max_len, bos, eos) for src in srcs]``, but
@@ -228,15 +248,12 @@ def translate_batch(model: Seq2SeqTransformer, srcs, max_len: int, bos: int, eos
         one list of target ids per source, without ``bos`` and ``eos``.
     """
     if not isinstance(model, Seq2SeqTransformer):
-        raise TypeError(
-            f"translate_batch expects a Seq2SeqTransformer, got {type(model).__name__}"
-        )
+        raise TypeError(f"translate_batch expects a Seq2SeqTransformer, got {type(model).__name__}")
     if isinstance(srcs, (str, np.ndarray)) or not isinstance(srcs, (list, tuple)):
         raise TypeError(
             f"srcs must be a list of source sequences (lists of ids), got {type(srcs).__name__}"
         )
-    sources = [_check_prompt(src, model.src_vocab_size, f"srcs[{i}]")
-               for i, src in enumerate(srcs)]
+    sources = [_check_prompt(src, model.src_vocab_size, f"srcs[{i}]") for i, src in enumerate(srcs)]
     max_len = check_positive_int(max_len, "max_len")
     batch_size = check_positive_int(batch_size, "batch_size")
     bos = _check_token_id(bos, "bos", model.tgt_vocab_size)

@@ -15,7 +15,6 @@ import numpy as np
 
 from .module import Module
 
-
 ZERO_GRADIENT = 1e-7
 # The fourth-order central difference f'(x) ~ [f(x-2h) - 8f(x-h) + 8f(x+h) - f(x+2h)] / 12h.
 # Its truncation error is O(h^4) instead of O(h^2), so h can be 1e-4 rather than 1e-6 and
@@ -99,8 +98,11 @@ def gradcheck(
         input_grads = (input_grads,)
 
     tensors = {}  # name -> (array to perturb, analytic gradient)
-    float_inputs = [i for i, a in enumerate(inputs) if isinstance(a, np.ndarray)
-                    and np.issubdtype(a.dtype, np.floating)]
+    float_inputs = [
+        i
+        for i, a in enumerate(inputs)
+        if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating)
+    ]
     for position, index in enumerate(float_inputs):
         if position < len(input_grads) and input_grads[position] is not None:
             tensors[f"input{index}"] = (inputs[index], np.asarray(input_grads[position]))

@@ -31,17 +31,16 @@ class Linear(Module):
     Initialised as PyTorch does: uniform in :math:`\\pm 1/\\sqrt{d_{in}}`.
     """
 
-    def __init__(self, d_in: int, d_out: int, bias: bool = True, *, seed=None, rng=None,
-                 dtype=np.float32):
+    def __init__(
+        self, d_in: int, d_out: int, bias: bool = True, *, seed=None, rng=None, dtype=np.float32
+    ):
         self.d_in = check_positive_int(d_in, "d_in")
         self.d_out = check_positive_int(d_out, "d_out")
         rng = make_rng(seed, rng)
         dtype = check_dtype(dtype)
         bound = 1.0 / np.sqrt(d_in)
         self.weight = Parameter(rng.uniform(-bound, bound, (d_in, d_out)).astype(dtype))
-        self.bias = (
-            Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
-        )
+        self.bias = Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., d_in)`` -> ``(..., d_out)``."""
@@ -82,7 +81,6 @@ class Embedding(Module):
         Token ids have no gradient, so this returns None.
         """
         np.add.at(self.weight.grad, self._ids.reshape(-1), _flatten_leading(grad_output))
-        return None
 
 
 class LayerNorm(Module):
@@ -164,8 +162,17 @@ ACTIVATIONS = {"gelu": GELU, "relu": ReLU}
 class FeedForward(Module):
     """Position-wise MLP: ``fc2(dropout(act(fc1(x))))``, ``d_model -> d_ff -> d_model``."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
-                 *, seed=None, rng=None, dtype=np.float32):
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str = "gelu",
+        dropout: float = 0.0,
+        *,
+        seed=None,
+        rng=None,
+        dtype=np.float32,
+    ):
         check_choice(activation, "activation", tuple(ACTIVATIONS))
         rng = make_rng(seed, rng)
         self.fc1 = Linear(d_model, d_ff, rng=rng, dtype=dtype)

@@ -42,8 +42,9 @@ def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
             parameter.data[...] = rng.normal(0.0, INIT_STD, parameter.shape)
 
 
-def _check_common(d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos,
-                  dropout):
+def _check_common(
+    d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos, dropout
+):
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
@@ -111,19 +112,42 @@ class DecoderLM(Module):
     only), ``lm_head`` (only with ``tie_weights=False``).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_heads: int, n_layers: int,
-                 d_ff: int | None = None, max_len: int = 256, dropout: float = 0.0,
-                 pos: str = "learned", norm: str = "pre", activation: str = "gelu",
-                 tie_weights: bool = True, seed: int | None = None, dtype=np.float32):
-        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False,
-                      dropout)
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int | None = None,
+        max_len: int = 256,
+        dropout: float = 0.0,
+        pos: str = "learned",
+        norm: str = "pre",
+        activation: str = "gelu",
+        tie_weights: bool = True,
+        seed: int | None = None,
+        dtype=np.float32,
+    ):
+        _check_common(
+            d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False, dropout
+        )
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
-        self.config = dict(vocab_size=check_positive_int(vocab_size, "vocab_size"),
-                           d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                           max_len=check_positive_int(max_len, "max_len"), dropout=dropout,
-                           pos=pos, norm=norm, activation=activation,
-                           tie_weights=bool(tie_weights), seed=seed, dtype=dtype.name)
+        self.config = dict(
+            vocab_size=check_positive_int(vocab_size, "vocab_size"),
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            d_ff=d_ff,
+            max_len=check_positive_int(max_len, "max_len"),
+            dropout=dropout,
+            pos=pos,
+            norm=norm,
+            activation=activation,
+            tie_weights=bool(tie_weights),
+            seed=seed,
+            dtype=dtype.name,
+        )
         rng = make_rng(seed)
         self.vocab_size, self.max_len, self.tie_weights = vocab_size, max_len, bool(tie_weights)
         self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
@@ -135,8 +159,9 @@ class DecoderLM(Module):
         ]
         # Pre-norm leaves the residual stream un-normalised, so one last LayerNorm is needed.
         self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
-        self.lm_head = None if tie_weights else Linear(d_model, vocab_size, bias=False, rng=rng,
-                                                       dtype=dtype)
+        self.lm_head = (
+            None if tie_weights else Linear(d_model, vocab_size, bias=False, rng=rng, dtype=dtype)
+        )
         _init_gpt2(self, rng)
 
     def new_kv_cache(self) -> list[KVCache]:
@@ -178,7 +203,6 @@ class DecoderLM(Module):
         if self.pos_emb is not None:
             grad = self.pos_emb.backward(grad)
         self.tok_emb.backward(grad)
-        return None
 
 
 class Seq2SeqTransformer(Module):
@@ -189,26 +213,59 @@ class Seq2SeqTransformer(Module):
     ``decoder_blocks.{i}`` (with ``cross_attn``), ``lm_head`` (with ``tie_weights=False``).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int, n_heads: int,
-                 n_encoder_layers: int, n_decoder_layers: int, d_ff: int | None = None,
-                 max_len: int = 64, dropout: float = 0.0, pos: str = "sinusoidal",
-                 norm: str = "pre", activation: str = "gelu", tie_weights: bool = True,
-                 seed: int | None = None, dtype=np.float32):
-        _check_common(d_model, n_heads, {"n_encoder_layers": n_encoder_layers,
-                                         "n_decoder_layers": n_decoder_layers},
-                      pos, norm, activation, False, dropout)
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int,
+        n_heads: int,
+        n_encoder_layers: int,
+        n_decoder_layers: int,
+        d_ff: int | None = None,
+        max_len: int = 64,
+        dropout: float = 0.0,
+        pos: str = "sinusoidal",
+        norm: str = "pre",
+        activation: str = "gelu",
+        tie_weights: bool = True,
+        seed: int | None = None,
+        dtype=np.float32,
+    ):
+        _check_common(
+            d_model,
+            n_heads,
+            {"n_encoder_layers": n_encoder_layers, "n_decoder_layers": n_decoder_layers},
+            pos,
+            norm,
+            activation,
+            False,
+            dropout,
+        )
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
-        self.config = dict(src_vocab_size=check_positive_int(src_vocab_size, "src_vocab_size"),
-                           tgt_vocab_size=check_positive_int(tgt_vocab_size, "tgt_vocab_size"),
-                           d_model=d_model, n_heads=n_heads, n_encoder_layers=n_encoder_layers,
-                           n_decoder_layers=n_decoder_layers, d_ff=d_ff,
-                           max_len=check_positive_int(max_len, "max_len"), dropout=dropout,
-                           pos=pos, norm=norm, activation=activation,
-                           tie_weights=bool(tie_weights), seed=seed, dtype=dtype.name)
+        self.config = dict(
+            src_vocab_size=check_positive_int(src_vocab_size, "src_vocab_size"),
+            tgt_vocab_size=check_positive_int(tgt_vocab_size, "tgt_vocab_size"),
+            d_model=d_model,
+            n_heads=n_heads,
+            n_encoder_layers=n_encoder_layers,
+            n_decoder_layers=n_decoder_layers,
+            d_ff=d_ff,
+            max_len=check_positive_int(max_len, "max_len"),
+            dropout=dropout,
+            pos=pos,
+            norm=norm,
+            activation=activation,
+            tie_weights=bool(tie_weights),
+            seed=seed,
+            dtype=dtype.name,
+        )
         rng = make_rng(seed)
-        self.src_vocab_size, self.tgt_vocab_size, self.max_len = (src_vocab_size, tgt_vocab_size,
-                                                                  max_len)
+        self.src_vocab_size, self.tgt_vocab_size, self.max_len = (
+            src_vocab_size,
+            tgt_vocab_size,
+            max_len,
+        )
         self.src_emb = Embedding(src_vocab_size, d_model, rng=rng, dtype=dtype)
         self.src_pos = _make_positions(pos, max_len, d_model, rng, dtype)
         self.tgt_emb = Embedding(tgt_vocab_size, d_model, rng=rng, dtype=dtype)
@@ -221,13 +278,25 @@ class Seq2SeqTransformer(Module):
         ]
         self.encoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
         self.decoder_blocks = [
-            DecoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, cross_attention=True,
-                         rng=rng, dtype=dtype)
+            DecoderBlock(
+                d_model,
+                n_heads,
+                d_ff,
+                dropout,
+                norm,
+                activation,
+                cross_attention=True,
+                rng=rng,
+                dtype=dtype,
+            )
             for _ in range(n_decoder_layers)
         ]
         self.decoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
-        self.lm_head = None if tie_weights else Linear(d_model, tgt_vocab_size, bias=False,
-                                                       rng=rng, dtype=dtype)
+        self.lm_head = (
+            None
+            if tie_weights
+            else Linear(d_model, tgt_vocab_size, bias=False, rng=rng, dtype=dtype)
+        )
         _init_gpt2(self, rng)
 
     def encode(self, src: np.ndarray, src_pad_mask: np.ndarray | None = None) -> np.ndarray:
@@ -240,17 +309,22 @@ class Seq2SeqTransformer(Module):
             x = block(x, key_padding_mask=src_pad_mask)
         return self.encoder_ln(x) if self.encoder_ln is not None else x
 
-    def decode(self, tgt_in: np.ndarray, memory: np.ndarray,
-               src_pad_mask: np.ndarray | None = None,
-               tgt_pad_mask: np.ndarray | None = None) -> np.ndarray:
+    def decode(
+        self,
+        tgt_in: np.ndarray,
+        memory: np.ndarray,
+        src_pad_mask: np.ndarray | None = None,
+        tgt_pad_mask: np.ndarray | None = None,
+    ) -> np.ndarray:
         """tgt_in: int ``(B, T)``, memory ``(B, S, D)`` -> logits ``(B, T, tgt_vocab_size)``."""
         tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
         check_mask(tgt_pad_mask, "tgt_pad_mask", tgt_in.shape, broadcast=False)
         x = self.tgt_emb(tgt_in)
         x = self.tgt_dropout(self.tgt_pos(x) if self.tgt_pos is not None else x)
         for block in self.decoder_blocks:
-            x = block(x, memory, key_padding_mask=tgt_pad_mask,
-                      memory_key_padding_mask=src_pad_mask)
+            x = block(
+                x, memory, key_padding_mask=tgt_pad_mask, memory_key_padding_mask=src_pad_mask
+            )
         if self.decoder_ln is not None:
             x = self.decoder_ln(x)
         self._h = x
@@ -296,7 +370,6 @@ class Seq2SeqTransformer(Module):
         if self.src_pos is not None:
             grad = self.src_pos.backward(grad)
         self.src_emb.backward(grad)
-        return None
 
 
 class EncoderClassifier(Module):
@@ -309,22 +382,45 @@ class EncoderClassifier(Module):
     only), ``blocks.{i}``, ``ln_f`` (pre-norm only), ``head``.
     """
 
-    def __init__(self, vocab_size: int, n_classes: int, d_model: int, n_heads: int,
-                 n_layers: int, d_ff: int | None = None, max_len: int = 64,
-                 pooling: str = "mean", dropout: float = 0.0, pos: str = "learned",
-                 norm: str = "pre", activation: str = "gelu", seed: int | None = None,
-                 dtype=np.float32):
-        _check_common(d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True,
-                      dropout)
+    def __init__(
+        self,
+        vocab_size: int,
+        n_classes: int,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int | None = None,
+        max_len: int = 64,
+        pooling: str = "mean",
+        dropout: float = 0.0,
+        pos: str = "learned",
+        norm: str = "pre",
+        activation: str = "gelu",
+        seed: int | None = None,
+        dtype=np.float32,
+    ):
+        _check_common(
+            d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True, dropout
+        )
         check_choice(pooling, "pooling", ("mean", "cls"))
         dtype = check_dtype(dtype)
         d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
-        self.config = dict(vocab_size=check_positive_int(vocab_size, "vocab_size"),
-                           n_classes=check_positive_int(n_classes, "n_classes"),
-                           d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                           max_len=check_positive_int(max_len, "max_len"), pooling=pooling,
-                           dropout=dropout, pos=pos, norm=norm, activation=activation,
-                           seed=seed, dtype=dtype.name)
+        self.config = dict(
+            vocab_size=check_positive_int(vocab_size, "vocab_size"),
+            n_classes=check_positive_int(n_classes, "n_classes"),
+            d_model=d_model,
+            n_heads=n_heads,
+            n_layers=n_layers,
+            d_ff=d_ff,
+            max_len=check_positive_int(max_len, "max_len"),
+            pooling=pooling,
+            dropout=dropout,
+            pos=pos,
+            norm=norm,
+            activation=activation,
+            seed=seed,
+            dtype=dtype.name,
+        )
         rng = make_rng(seed)
         self.vocab_size, self.max_len, self.pooling = vocab_size, max_len, pooling
         self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
@@ -389,7 +485,6 @@ class EncoderClassifier(Module):
             self.cls_token.grad += grad[:, 0].sum(axis=0)
             grad = grad[:, 1:]
         self.tok_emb.backward(grad)
-        return None
 
 
 MODELS = {cls.__name__: cls for cls in (DecoderLM, Seq2SeqTransformer, EncoderClassifier)}

@@ -18,7 +18,9 @@ from collections.abc import Iterator
 import numpy as np
 
 
-def make_rng(seed: int | None = None, rng: np.random.Generator | None = None) -> np.random.Generator:
+def make_rng(
+    seed: int | None = None, rng: np.random.Generator | None = None
+) -> np.random.Generator:
     """The random generator a constructor should draw from.
 
     Pass ``rng`` to share one stream between modules (a model hands its generator to each
@@ -95,8 +97,10 @@ class Module:
                 continue
             if isinstance(value, Module):
                 yield name, value
-            elif isinstance(value, (list, tuple)) and value and all(
-                isinstance(item, Module) for item in value
+            elif (
+                isinstance(value, (list, tuple))
+                and value
+                and all(isinstance(item, Module) for item in value)
             ):
                 for index, item in enumerate(value):
                     yield f"{name}.{index}", item
@@ -157,38 +161,56 @@ class Module:
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict of name -> array, got {type(state).__name__}")
         own = self.named_parameters()
-        missing = sorted(set(own) - set(state))
-        unexpected = sorted(set(state) - set(own))
-        misshaped = [
-            f"{name}: checkpoint {np.shape(state[name])} vs model {own[name].shape}"
-            for name in own
-            if name in state and np.shape(state[name]) != own[name].shape
-        ]
         # Strings would fail half-way through the copy below, and objects (None) would
         # silently become NaN weights: both are refused before anything is changed.
-        given_dtypes = {name: np.asarray(state[name]).dtype for name in own if name in state}
         non_numeric = [
-            f"{name}: dtype {dtype}"
-            for name, dtype in given_dtypes.items()
-            if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating))
+            f"{name}: dtype {np.asarray(state[name]).dtype}"
+            for name in own
+            if name in state and not _is_numeric(np.asarray(state[name]).dtype)
         ]
-        problems = []
-        if missing:
-            problems.append(f"missing entries: {missing}")
-        if unexpected:
-            problems.append(f"unexpected entries: {unexpected}")
-        if misshaped:
-            problems.append(f"mis-shaped entries: {misshaped}")
-        if non_numeric:
-            problems.append(f"non-numeric entries (expected float arrays): {non_numeric}")
-        if problems:
-            raise ValueError(
-                f"load_state_dict: the state does not fit {type(self).__name__}; "
-                + "; ".join(problems)
-            )
+        check_state_fits(
+            state,
+            {name: p.shape for name, p in own.items()},
+            type(self).__name__,
+            ("model", "checkpoint"),
+            [f"non-numeric entries (expected float arrays): {non_numeric}"] if non_numeric else [],
+        )
         for name, parameter in own.items():
             parameter.data[...] = np.asarray(state[name], dtype=parameter.data.dtype)
 
     def __repr__(self) -> str:
         children = ", ".join(name for name, _ in self.named_children())
         return f"{type(self).__name__}({children})"
+
+
+def _is_numeric(dtype: np.dtype) -> bool:
+    return np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+
+
+def check_state_fits(
+    state, expected: dict[str, tuple], owner: str, sides: tuple[str, str], more_problems=()
+) -> None:
+    """Raise one ValueError listing every way ``state`` does not fit ``expected`` shapes.
+
+    Shared by ``Module.load_state_dict`` and ``Optimizer.load_state_dict``: missing,
+    unexpected and mis-shaped entries (``sides`` names the two sides in the message, e.g.
+    ``("model", "checkpoint")``), plus any ``more_problems`` the caller found.
+    """
+    mine, given = sides
+    problems = []
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    misshaped = [
+        f"{name}: {given} {np.shape(state[name])} vs {mine} {shape}"
+        for name, shape in expected.items()
+        if name in state and np.shape(state[name]) != shape
+    ]
+    if missing:
+        problems.append(f"missing entries: {missing}")
+    if unexpected:
+        problems.append(f"unexpected entries: {unexpected}")
+    if misshaped:
+        problems.append(f"mis-shaped entries: {misshaped}")
+    problems.extend(more_problems)
+    if problems:
+        raise ValueError(f"load_state_dict: the state does not fit {owner}; " + "; ".join(problems))

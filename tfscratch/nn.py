@@ -8,8 +8,22 @@ from .module import Module, Parameter
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 __all__ = [
-    "CrossEntropyLoss", "DecoderBlock", "Dropout", "Embedding", "EncoderBlock", "FeedForward",
-    "GELU", "KVCache", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module",
-    "MultiHeadAttention", "Parameter", "ReLU", "SinusoidalPositionalEncoding", "merge_heads",
+    "GELU",
+    "CrossEntropyLoss",
+    "DecoderBlock",
+    "Dropout",
+    "Embedding",
+    "EncoderBlock",
+    "FeedForward",
+    "KVCache",
+    "LayerNorm",
+    "LearnedPositionalEmbedding",
+    "Linear",
+    "Module",
+    "MultiHeadAttention",
+    "Parameter",
+    "ReLU",
+    "SinusoidalPositionalEncoding",
+    "merge_heads",
     "split_heads",
 ]

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .module import Module, Parameter
+from .module import Module, Parameter, check_state_fits
 
 __all__ = [
     "SGD",
@@ -201,26 +201,8 @@ class Optimizer:
             for kind, arrays in self.buffers.items()
             for name, array in arrays.items()
         }
-        expected = set(own) | {"lr", "t"}
-        missing = sorted(expected - set(state))
-        unexpected = sorted(set(state) - expected)
-        misshaped = [
-            f"{key}: state {np.shape(state[key])} vs optimiser {array.shape}"
-            for key, array in own.items()
-            if key in state and np.shape(state[key]) != array.shape
-        ]
-        problems = []
-        if missing:
-            problems.append(f"missing entries: {missing}")
-        if unexpected:
-            problems.append(f"unexpected entries: {unexpected}")
-        if misshaped:
-            problems.append(f"mis-shaped entries: {misshaped}")
-        if problems:
-            raise ValueError(
-                f"load_state_dict: the state does not fit this {type(self).__name__}; "
-                + "; ".join(problems)
-            )
+        expected = {key: array.shape for key, array in own.items()} | {"lr": (), "t": ()}
+        check_state_fits(state, expected, f"this {type(self).__name__}", ("optimiser", "state"))
         self.lr = float(np.asarray(state["lr"]))
         self.t = int(np.asarray(state["t"]))
         for key, array in own.items():
