@@ -55,6 +55,27 @@ def test_gelu_tanh_is_close_to_exact_and_keeps_float32():
     assert np.max(np.abs(F.gelu(x, "tanh") - F.gelu(x, "none"))) < 1e-3
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_gelu_is_the_textbook_formula_and_exact_in_its_limits(dtype):
+    # The package computes (1 + tanh u) / 2 as a sigmoid of 2u; it must be the same function,
+    # and far from 0 it must give x and 0 (slopes 1 and 0) with no overflow warning or NaN.
+    x = np.linspace(-6, 6, 121).astype(dtype)
+    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+    textbook = 0.5 * x * (1 + np.tanh(u))
+    textbook_slope = 0.5 * (1 + np.tanh(u)) + 0.5 * x * (1 - np.tanh(u) ** 2) * np.sqrt(
+        2 / np.pi
+    ) * (1 + 3 * 0.044715 * x**2)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(F.gelu(x), textbook, rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(
+        F.gelu_backward(np.ones_like(x), x), textbook_slope, rtol=rtol, atol=rtol
+    )
+    far = np.array([-1e4, -100.0, 100.0, 1e4], dtype=dtype)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # as warnings would show
+        assert np.array_equal(F.gelu(far), [0.0, 0.0, 100.0, 1e4])
+        assert np.array_equal(F.gelu_backward(np.ones_like(far), far), [0.0, 0.0, 1.0, 1.0])
+
+
 def test_gelu_rejects_unknown_approximation():
     with pytest.raises(ValueError, match="approximate='fast'"):
         F.gelu(np.zeros(3), approximate="fast")

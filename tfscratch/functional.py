@@ -75,6 +75,20 @@ def _standard_normal_cdf(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
 
 
+def _tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
+    r""":math:`\tfrac12(1 + \tanh u)` with :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`.
+
+    Computed as the logistic sigmoid :math:`1 / (1 + e^{-2u})`, the same number: NumPy's
+    float32 ``exp`` is about twice as fast as its ``tanh``, and GELU is the most expensive
+    element-wise step of a training step.
+    """
+    # x * (1 + c x^2), not x + c * x**3: NumPy's general power is ~40x slower on float32.
+    minus_two_u = (-2.0 * SQRT_2_OVER_PI) * x * (1.0 + GELU_CUBIC * (x * x))
+    # For u << 0, e^{-2u} overflows to inf and the gate is 1 / inf = 0, exactly its limit.
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(minus_two_u))
+
+
 def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
     r"""Gaussian Error Linear Unit, :math:`x\,\Phi(x)`.
 
@@ -85,9 +99,7 @@ def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
     _check_approximate(approximate)
     if approximate == "none":
         return x * _standard_normal_cdf(x).astype(x.dtype, copy=False)
-    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32 arrays.
-    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * (x * x * x))
-    return 0.5 * x * (1.0 + np.tanh(inner))
+    return x * _tanh_gelu_gate(x)
 
 
 def gelu_backward(grad_output: np.ndarray, x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
@@ -102,11 +114,11 @@ def gelu_backward(grad_output: np.ndarray, x: np.ndarray, approximate: str = "ta
         cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False)
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         return grad_output * (cdf + x * pdf)
-    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32 arrays.
-    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * (x * x * x))
-    t = np.tanh(inner)
-    d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x)
-    return grad_output * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
+    # With s = (1 + t) / 2 (the gate), 1 - t^2 = 4 s (1 - s), so the formula above becomes
+    # s + 2 x s (1 - s) u'.
+    gate = _tanh_gelu_gate(x)
+    d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * (x * x))
+    return grad_output * (gate + 2.0 * x * gate * (1.0 - gate) * d_inner)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
