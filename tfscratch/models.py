@@ -90,19 +90,27 @@ def _check_grad_logits(grad_logits, expected_shape: tuple[int, ...]) -> np.ndarr
     return grad_logits
 
 
-class _TiedHead:
-    """Output projection ``h @ E^T`` that reuses the token embedding ``E`` (weight tying:
-    the same vector represents a token going in and scores it coming out)."""
+def _vocab_logits(h: np.ndarray, lm_head: Linear | None, embedding: Embedding) -> np.ndarray:
+    """Scores over the vocabulary for the final hidden states ``h`` ``(B, T, D)``.
 
-    @staticmethod
-    def forward(h, embedding: Embedding):
-        return h @ embedding.weight.data.T
+    With ``lm_head=None`` the weights are tied: ``h @ E^T`` reuses the token embedding ``E``,
+    so the same vector represents a token going in and scores it coming out.
+    """
+    if lm_head is not None:
+        return lm_head(h)
+    return h @ embedding.weight.data.T
 
-    @staticmethod
-    def backward(grad_logits, h, embedding: Embedding):
-        D = h.shape[-1]
-        embedding.weight.grad += grad_logits.reshape(-1, grad_logits.shape[-1]).T @ h.reshape(-1, D)
-        return grad_logits @ embedding.weight.data
+
+def _vocab_logits_backward(
+    grad_logits: np.ndarray, h: np.ndarray, lm_head: Linear | None, embedding: Embedding
+) -> np.ndarray:
+    """Backward of :func:`_vocab_logits`: accumulates the head's (or ``E``'s) gradient and
+    returns ``dL/dh``."""
+    if lm_head is not None:
+        return lm_head.backward(grad_logits)
+    D = h.shape[-1]
+    embedding.weight.grad += grad_logits.reshape(-1, grad_logits.shape[-1]).T @ h.reshape(-1, D)
+    return grad_logits @ embedding.weight.data
 
 
 class DecoderLM(Module):
@@ -184,17 +192,12 @@ class DecoderLM(Module):
         if self.ln_f is not None:
             x = self.ln_f(x)
         self._h = x
-        if self.lm_head is not None:
-            return self.lm_head(x)
-        return _TiedHead.forward(x, self.tok_emb)
+        return _vocab_logits(x, self.lm_head, self.tok_emb)
 
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, vocab_size)``."""
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.vocab_size,))
-        if self.lm_head is not None:
-            grad = self.lm_head.backward(grad_logits)
-        else:
-            grad = _TiedHead.backward(grad_logits, self._h, self.tok_emb)
+        grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tok_emb)
         if self.ln_f is not None:
             grad = self.ln_f.backward(grad)
         for block in reversed(self.blocks):
@@ -328,9 +331,7 @@ class Seq2SeqTransformer(Module):
         if self.decoder_ln is not None:
             x = self.decoder_ln(x)
         self._h = x
-        if self.lm_head is not None:
-            return self.lm_head(x)
-        return _TiedHead.forward(x, self.tgt_emb)
+        return _vocab_logits(x, self.lm_head, self.tgt_emb)
 
     def forward(self, src, tgt_in, src_pad_mask=None, tgt_pad_mask=None) -> np.ndarray:
         """Teacher forcing: the decoder sees the true previous target tokens."""
@@ -346,10 +347,7 @@ class Seq2SeqTransformer(Module):
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, tgt_vocab_size)``."""
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.tgt_vocab_size,))
-        if self.lm_head is not None:
-            grad = self.lm_head.backward(grad_logits)
-        else:
-            grad = _TiedHead.backward(grad_logits, self._h, self.tgt_emb)
+        grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tgt_emb)
         if self.decoder_ln is not None:
             grad = self.decoder_ln.backward(grad)
         d_memory = 0.0
