@@ -92,7 +92,6 @@ def test_dropout_that_is_not_a_number_is_a_type_error(build, name):
     "kwargs, pattern",
     [
         ({"vocab_size": 0}, expect("vocab_size=0", "positive int")),
-        ({"n_layers": 1.5}, expect("n_layers=1.5", "positive int")),
         ({"max_len": -4}, expect("max_len=-4", "positive int")),
         ({"pos": "rotary"}, expect("pos='rotary'", "learned", "sinusoidal")),
         ({"norm": "mid"}, expect("norm='mid'", "pre", "post")),
@@ -102,6 +101,21 @@ def test_dropout_that_is_not_a_number_is_a_type_error(build, name):
 def test_bad_model_hyper_parameters(kwargs, pattern):
     arguments = {"vocab_size": 11, "d_model": 8, "n_heads": 2, "n_layers": 1, **kwargs}
     with pytest.raises(ValueError, match=pattern):
+        DecoderLM(**arguments)
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"n_layers": 1.5}, expect("n_layers=1.5", "positive int", "float")),
+        ({"d_model": "8"}, expect("d_model='8'", "positive int", "str")),
+        ({"max_len": True}, expect("max_len=True", "positive int", "bool")),
+    ],
+)
+def test_hyper_parameter_of_the_wrong_type_is_a_type_error(kwargs, pattern):
+    """One policy everywhere: a wrong type is a TypeError, a wrong value a ValueError."""
+    arguments = {"vocab_size": 11, "d_model": 8, "n_heads": 2, "n_layers": 1, **kwargs}
+    with pytest.raises(TypeError, match=pattern):
         DecoderLM(**arguments)
 
 

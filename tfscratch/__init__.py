@@ -7,21 +7,20 @@ Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
 or ipywidgets are imported on first use (``tfscratch.viz`` works without an explicit
-``import tfscratch.viz``), so ``import tfscratch`` stays fast.
+``import tfscratch.viz``), so ``import tfscratch`` stays fast. Importing changes nothing outside the package (no global
+random state, allocator or warning settings); ``tfscratch.tune_malloc()`` is an explicit call.
 """
 
 import importlib
 
 from . import functional, nn, optim
-from ._memory import tune_malloc
 from .checkpoint import load, save
 from .generate import generate, translate
 from .gradcheck import gradcheck
+from .malloc import tune_malloc
 from .models import DecoderLM, EncoderClassifier, Seq2SeqTransformer
 
 __version__ = "0.1.0"
-
-tune_malloc()
 
 _LAZY_SUBMODULES = {
     "baselines",
@@ -53,4 +52,5 @@ __all__ = [
     "optim",
     "save",
     "translate",
+    "tune_malloc",
 ]

@@ -5,10 +5,17 @@ One head computes :math:`\mathrm{softmax}(QK^\top/\sqrt{d_{head}} + M)\,V` with
 encoder output for cross-attention). ``H`` heads run side by side on slices of the model
 width and are merged back by ``out_proj``.
 
+The maths is notebook 05's, in its order: project (Q, K, V), :func:`split_heads`, then
+:func:`tfscratch.functional.scaled_dot_product_attention` (notebook 04's one head, run on
+every head at once), :func:`merge_heads`, ``out_proj``; the backward calls the same
+function's backward and walks the steps in reverse.
+
 How it is vectorised: all heads (and the whole batch) live in one array of shape
-``(B, H, T, d_head)``, so a single batched ``@`` computes every head's scores at once; for
-self-attention Q, K and V come out of *one* matmul with the three weight matrices side by
-side, ``(D, 3D)``. There is no Python loop over heads, batch or positions.
+``(B, H, T, d_head)``, so a single batched ``@`` computes every head's scores at once. For
+self-attention Q, K and V come out of *one* matmul: ``q_proj``, ``k_proj`` and ``v_proj``
+are column views of one ``(D, 3D)`` Linear, so the fused weight needs no concatenation and
+every update of the three is an update of it. There is no Python loop over heads, batch or
+positions.
 
 Mask convention: boolean, **True = blocked**. ``mask`` broadcasts to ``(B, H, T_q, T_k)``;
 padding goes in ``key_padding_mask`` ``(B, T_k)``.
@@ -20,6 +27,7 @@ import numpy as np
 
 from . import functional as F
 from .checks import (
+    check_divisible,
     check_float_array,
     check_length,
     check_mask,
@@ -77,21 +85,19 @@ class KVCache:
         self.length = stop
         return self._keys[:, :, :stop], self._values[:, :, :stop]
 
-    def reset(self) -> None:
-        self.length = 0
-
     def __repr__(self) -> str:
         return f"KVCache(length={self.length}, max_len={self.max_len})"
 
 
 class MultiHeadAttention(Module):
-    """Multi-head attention with four separate projections ``q_proj``, ``k_proj``, ``v_proj``,
-    ``out_proj`` (each ``Linear(d_model, d_model)``).
+    """Multi-head attention with four projections ``q_proj``, ``k_proj``, ``v_proj``,
+    ``out_proj`` (each ``Linear(d_model, d_model)``; the first three are column views of one
+    fused ``(d_model, 3 d_model)`` map).
 
     ``forward(x, context=None, mask=None, key_padding_mask=None, kv_cache=None, is_causal=False)``
     returns ``(B, T_q, d_model)`` and keeps the attention weights in ``.attn_weights``
     ``(B, H, T_q, T_k)``. ``backward`` returns ``dx`` (self-attention) or ``(dx, dcontext)``
-    (cross-attention).
+    (cross-attention). ``attn_dropout`` drops attention weights (training only).
     """
 
     def __init__(
@@ -107,59 +113,22 @@ class MultiHeadAttention(Module):
     ):
         check_positive_int(d_model, "d_model")
         check_positive_int(n_heads, "n_heads")
-        if d_model % n_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_heads={n_heads}; each head needs an "
-                f"equal slice of the model width"
-            )
+        check_divisible(d_model, n_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         rng = make_rng(seed, rng)
-        self.q_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
-        self.k_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
-        self.v_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
+        separate = [Linear(d_model, d_model, bias, rng=rng, dtype=dtype) for _ in range(3)]
+        # Private (not a parameter name): the memory behind q_proj, k_proj and v_proj.
+        self._qkv_proj = Linear.side_by_side(separate)
+        D = d_model
+        self.q_proj = self._qkv_proj.columns(0, D)
+        self.k_proj = self._qkv_proj.columns(D, 2 * D)
+        self.v_proj = self._qkv_proj.columns(2 * D, 3 * D)
+        self._kv_proj = self._qkv_proj.columns(D, 3 * D)  # cross-attention: K and V of context
         self.out_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         # named after this constructor's argument, not Dropout's own `p`
         self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
         self.attn_weights = None
 
-    # --- projections ------------------------------------------------------------------
-    def _fused(self, projections: list[Linear]) -> tuple[np.ndarray, np.ndarray | None]:
-        """Weights ``(D, k*D)`` and bias ``(k*D,)`` of several projections side by side."""
-        weight = np.concatenate([p.weight.data for p in projections], axis=1)
-        has_bias = projections[0].bias is not None
-        bias = np.concatenate([p.bias.data for p in projections]) if has_bias else None
-        return weight, bias
-
-    def _project(self, x: np.ndarray, projections: list[Linear]) -> np.ndarray:
-        """One matmul for several projections: ``(B, T, D)`` -> ``(k, B, H, T, d_head)``."""
-        weight, bias = self._fused(projections)
-        out = x @ weight
-        if bias is not None:
-            out += bias
-        B, T, _ = x.shape
-        return out.reshape(B, T, len(projections), self.n_heads, self.d_head).transpose(
-            2, 0, 3, 1, 4
-        )
-
-    def _project_backward(self, x, grads_per_head: list[np.ndarray], projections: list[Linear]):
-        """Backward of :meth:`_project`: accumulate weight/bias grads, return ``dx``."""
-        B, T, D = x.shape
-        k = len(projections)
-        # (k, B, H, T, d_head) -> (B*T, k*D), the layout of the fused output
-        stacked = np.empty((B, T, k, self.n_heads, self.d_head), dtype=x.dtype)
-        for index, grad in enumerate(grads_per_head):
-            stacked[:, :, index] = grad.transpose(0, 2, 1, 3)
-        d_out = stacked.reshape(B * T, k * D)
-        d_weight = x.reshape(B * T, D).T @ d_out
-        weight, bias = self._fused(projections)
-        for index, projection in enumerate(projections):
-            columns = slice(index * D, (index + 1) * D)
-            projection.weight.grad += d_weight[:, columns]
-            if bias is not None:
-                projection.bias.grad += d_out[:, columns].sum(axis=0)
-        return (d_out @ weight.T).reshape(B, T, D)
-
-    # --- forward / backward -----------------------------------------------------------
     def forward(
         self, x, context=None, mask=None, key_padding_mask=None, kv_cache=None, is_causal=False
     ):
@@ -174,13 +143,9 @@ class MultiHeadAttention(Module):
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
         B, T_q, _ = x.shape
-        self._x, self._context = x, context
-        offset = 0
+        self._is_cross = context is not None
         if context is None:
-            q, k, v = self._project(x, [self.q_proj, self.k_proj, self.v_proj])
-            if kv_cache is not None:
-                offset = kv_cache.length
-                k, v = kv_cache.append(k, v)
+            q, k, v = np.split(self._qkv_proj(x), 3, axis=-1)  # one matmul: (B, T, 3D)
         else:
             check_float_array(context, "context", ndim=3, last_dim=self.d_model)
             if context.shape[0] != B:
@@ -189,27 +154,28 @@ class MultiHeadAttention(Module):
                 )
             if kv_cache is not None:
                 raise ValueError("kv_cache is for self-attention; pass context=None with it")
-            (q,) = self._project(x, [self.q_proj])
-            k, v = self._project(context, [self.k_proj, self.v_proj])
+            q = self.q_proj(x)
+            k, v = np.split(self._kv_proj(context), 2, axis=-1)
+        q, k, v = (split_heads(part, self.n_heads) for part in (q, k, v))  # (B, H, T, d_head)
+        offset = 0
+        if kv_cache is not None:
+            offset = kv_cache.length
+            k, v = kv_cache.append(k, v)
         T_k = k.shape[2]
-        blocked = self._combine_masks(mask, key_padding_mask, is_causal, B, T_q, T_k, offset)
-
-        scale = np.asarray(1.0 / np.sqrt(self.d_head), dtype=x.dtype)
-        scores = (q @ k.swapaxes(-1, -2)) * scale  # (B, H, T_q, T_k)
-        if blocked is not None:
-            scores = np.where(blocked, -np.inf, scores)
-        weights = F.softmax(scores, axis=-1)  # blocked -> 0; fully blocked row -> all 0
-        dropped = self.attn_dropout(weights)
-        heads = dropped @ v  # (B, H, T_q, d_head)
+        blocked = self._blocked(
+            mask, key_padding_mask, is_causal, (B, self.n_heads, T_q, T_k), offset
+        )
+        dropout_mask = self.attn_dropout.new_mask((B, self.n_heads, T_q, T_k), x.dtype)
+        heads, weights = F.scaled_dot_product_attention(q, k, v, blocked, dropout_mask)
         self._q, self._k, self._v = q, k, v
-        self._weights, self._dropped = weights, dropped
+        self._weights, self._dropout_mask = weights, dropout_mask
         self._used_cache = kv_cache is not None
         self.attn_weights = weights
         return self.out_proj(merge_heads(heads))
 
-    def _combine_masks(self, mask, key_padding_mask, is_causal, B, T_q, T_k, offset):
+    def _blocked(self, mask, key_padding_mask, is_causal, full_shape, offset):
         """One boolean array (True = blocked) broadcastable to ``(B, H, T_q, T_k)``, or None."""
-        full_shape = (B, self.n_heads, T_q, T_k)
+        B, _, T_q, T_k = full_shape
         blocked = check_mask(mask, "mask", full_shape, broadcast=True)
         if key_padding_mask is not None:
             check_mask(key_padding_mask, "key_padding_mask", (B, T_k), broadcast=False)
@@ -229,23 +195,20 @@ class MultiHeadAttention(Module):
         return blocked
 
     def backward(self, grad_output: np.ndarray):
+        """The forward in reverse: ``out_proj``, merge heads, attention, split heads, the
+        projections. Returns ``dx``, or ``(dx, dcontext)`` for cross-attention."""
         if self._used_cache:
             raise RuntimeError(
                 "backward after a forward with kv_cache is not supported: the cache is for "
                 "generation (inference); train without it"
             )
         d_heads = split_heads(self.out_proj.backward(grad_output), self.n_heads)
-        q, k, v = self._q, self._k, self._v
-        dv = self._dropped.swapaxes(-1, -2) @ d_heads
-        d_weights = self.attn_dropout.backward(d_heads @ v.swapaxes(-1, -2))
-        scale = np.asarray(1.0 / np.sqrt(self.d_head), dtype=grad_output.dtype)
-        d_scores = F.softmax_backward(d_weights, self._weights) * scale
-        dq = d_scores @ k
-        dk = d_scores.swapaxes(-1, -2) @ q
-        if self._context is None:
-            return self._project_backward(
-                self._x, [dq, dk, dv], [self.q_proj, self.k_proj, self.v_proj]
-            )
-        dx = self._project_backward(self._x, [dq], [self.q_proj])
-        d_context = self._project_backward(self._context, [dk, dv], [self.k_proj, self.v_proj])
+        dq, dk, dv = F.scaled_dot_product_attention_backward(
+            d_heads, self._q, self._k, self._v, self._weights, self._dropout_mask
+        )
+        dq, dk, dv = (merge_heads(grad) for grad in (dq, dk, dv))  # (B, T, D) each
+        if not self._is_cross:
+            return self._qkv_proj.backward(np.concatenate([dq, dk, dv], axis=-1))
+        dx = self.q_proj.backward(dq)
+        d_context = self._kv_proj.backward(np.concatenate([dk, dv], axis=-1))
         return dx, d_context

@@ -7,6 +7,8 @@ argument, what was given and what was expected.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -17,19 +19,64 @@ def describe(value) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
-def check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive int")
+def check_int(value, name: str, minimum: int | None = None) -> int:
+    """An int (not a bool: ``n=True`` is always a mistake), at least ``minimum`` if given."""
+    expected = {None: "an int", 0: "a non-negative int (>= 0)", 1: "a positive int (>= 1)"}.get(
+        minimum, f"an int >= {minimum}"
+    )
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}={value!r:.60} must be {expected}, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}={value!r} must be {expected}")
     return int(value)
+
+
+def check_positive_int(value, name: str) -> int:
+    return check_int(value, name, minimum=1)
+
+
+def check_seed(seed, name: str = "seed") -> int | None:
+    """A seed for ``np.random.default_rng``: None (fresh entropy) or an int >= 0."""
+    return None if seed is None else check_int(seed, name, minimum=0)
+
+
+def check_number(
+    value,
+    name: str,
+    *,
+    low: float = -math.inf,
+    low_inclusive: bool = True,
+    high: float = math.inf,
+    high_inclusive: bool = False,
+    expected: str,
+) -> float:
+    """``float(value)`` for a real number in the range, or an error naming the argument, the
+    value and the allowed range (``expected``, in words). NaN is never in range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}={value!r} must be a real number ({expected})")
+    number = float(value)
+    above_low = number >= low if low_inclusive else number > low
+    below_high = number <= high if high_inclusive else number < high
+    if not (above_low and below_high):  # also rejects NaN, which fails every comparison
+        raise ValueError(f"{name}={value!r} is out of range: expected {expected}")
+    return number
 
 
 def check_probability(value, name: str) -> float:
     """A drop probability: a float in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a float in [0, 1), got {describe(value)}")
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{name}={value!r} must be in [0, 1)")
     return float(value)
+
+
+def check_divisible(d_model: int, n_heads: int) -> None:
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by n_heads={n_heads}; each head needs an "
+            f"equal slice of the model width"
+        )
 
 
 def check_choice(value, name: str, choices: tuple) -> str:
@@ -77,6 +124,30 @@ def check_token_ids(tokens, name: str, vocab_size: int, ndim: int | None = None)
                 f"of {vocab_size}"
             )
     return tokens
+
+
+def check_token_id(value, name: str, vocab_size: int) -> int:
+    """A single token id (``stop_token``, ``bos``, ``eos``) in ``[0, vocab_size)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int token id, got {describe(value)}")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab_size})")
+    return int(value)
+
+
+def check_token_list(tokens, name: str, vocab_size: int) -> list[int]:
+    """One non-empty sequence of token ids (list, tuple or 1-D array) -> list of ints (a
+    ``prompt`` for generate, a ``src`` for translate)."""
+    if isinstance(tokens, np.ndarray):
+        tokens = tokens.tolist()
+    if not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token ids, got {describe(tokens)}")
+    if len(tokens) == 0:
+        raise ValueError(f"{name}={tokens!r} is empty; give at least one token (e.g. the <bos> id)")
+    if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in tokens):
+        raise TypeError(f"{name} must hold int token ids, got {tokens[:8]!r}")
+    check_token_ids(np.asarray(tokens), name, vocab_size)
+    return [int(t) for t in tokens]
 
 
 def check_length(T: int, max_len: int, name: str = "sequence length", offset: int = 0) -> None:

@@ -18,21 +18,46 @@ GELU_CUBIC = 0.044715
 GELU_APPROXIMATIONS = ("tanh", "none")
 
 
+# Sums over a short last axis (32 attention scores, 64 features) with ``np.sum`` loop once per
+# row and are about 5x slower than ``np.einsum``, which computes the same sums in one pass.
+def _sum_last(x: np.ndarray) -> np.ndarray:
+    """``x.sum(axis=-1, keepdims=True)``."""
+    return np.einsum("...i->...", x)[..., None]
+
+
+def _dot_last(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(x * y).sum(axis=-1, keepdims=True)`` without the ``x * y`` temporary."""
+    return np.einsum("...i,...i->...", x, y)[..., None]
+
+
+def _as_float(x) -> np.ndarray:
+    """An array of floats (integers become float64), for the functions that work in place."""
+    x = np.asarray(x)
+    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+
+
 # --- softmax ----------------------------------------------------------------------------
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
     r"""Numerically stable softmax, :math:`e^{x_i - \max x} / \sum_j e^{x_j - \max x}`.
 
     Subtracting the maximum changes nothing mathematically but keeps ``exp`` from
     overflowing. Entries equal to ``-inf`` get probability 0; a slice that is *all*
     ``-inf`` (a query that may attend to nothing) gets all zeros instead of NaN.
+
+    ``out``, as in NumPy's ufuncs, is where the result goes: ``softmax(scores, out=scores)``
+    overwrites the scores instead of allocating a new array (attention does this, since its
+    ``(B, H, T_q, T_k)`` scores are not needed afterwards).
     """
-    x = np.asarray(x)
+    x = _as_float(x)
     x_max = np.max(x, axis=axis, keepdims=True)
     # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
-    x_max = np.where(np.isneginf(x_max), 0.0, x_max)
-    exps = np.exp(x - x_max)
-    total = np.sum(exps, axis=axis, keepdims=True)
-    return exps / np.where(total == 0.0, 1.0, total)
+    x_max[np.isneginf(x_max)] = 0.0
+    exps = np.subtract(x, x_max, out=out)
+    np.exp(exps, out=exps)  # in place: no second (..., T) temporary
+    total = _sum_last(exps) if axis in (-1, x.ndim - 1) else np.sum(exps, axis, keepdims=True)
+    total[total == 0.0] = 1.0
+    exps /= total
+    return exps
 
 
 def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -42,8 +67,13 @@ def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1)
     vector-Jacobian product is :math:`p \odot (g - \langle g, p \rangle)`: no ``T x T``
     Jacobian is ever built.
     """
-    inner = np.sum(grad_output * probs, axis=axis, keepdims=True)
-    return probs * (grad_output - inner)
+    if axis in (-1, probs.ndim - 1):
+        inner = _dot_last(grad_output, probs)
+    else:
+        inner = np.sum(grad_output * probs, axis=axis, keepdims=True)
+    d_x = grad_output - inner
+    d_x *= probs
+    return d_x
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -75,50 +105,87 @@ def _standard_normal_cdf(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
 
 
-def _tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
-    r""":math:`\tfrac12(1 + \tanh u)` with :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`.
+def tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
+    r"""The gate of tanh-GELU, :math:`s = \tfrac12(1 + \tanh u)` with
+    :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`, so that :math:`\mathrm{GELU}(x) = x\,s`.
 
-    Computed as the logistic sigmoid :math:`1 / (1 + e^{-2u})`, the same number: NumPy's
-    float32 ``exp`` is about twice as fast as its ``tanh``, and GELU is the most expensive
-    element-wise step of a training step.
+    Computed as the logistic sigmoid :math:`s = 1 / (1 + e^{-2u})`, the same number
+    (notebook 03 checks the two equal): NumPy's float32 ``exp`` is about twice as fast as its
+    ``tanh``, and GELU is the most expensive element-wise step of a training step. Each line
+    works in place on one temporary, so the ``(B, T, d_ff)`` activations are walked over a
+    few times without allocating new arrays.
     """
-    # x * (1 + c x^2), not x + c * x**3: NumPy's general power is ~40x slower on float32.
-    minus_two_u = (-2.0 * SQRT_2_OVER_PI) * x * (1.0 + GELU_CUBIC * (x * x))
+    x = _as_float(x)
+    # -2u = -2 sqrt(2/pi) x (1 + c x^2); x * (1 + c x^2), not x + c * x**3: NumPy's general
+    # power is ~40x slower on float32.
+    gate = np.multiply(x, x)
+    gate *= GELU_CUBIC
+    gate += 1.0
+    gate *= x
+    gate *= -2.0 * SQRT_2_OVER_PI
     # For u << 0, e^{-2u} overflows to inf and the gate is 1 / inf = 0, exactly its limit.
     with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(minus_two_u))
+        np.exp(gate, out=gate)
+    gate += 1.0
+    return np.reciprocal(gate, out=gate)
+
+
+def gelu_forward(x: np.ndarray, approximate: str = "tanh") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gelu` that also returns what :func:`gelu_backward` needs: ``(y, gate)`` where
+    ``y = x * gate`` (the tanh gate, or the normal CDF for the exact form)."""
+    _check_approximate(approximate)
+    x = _as_float(x)
+    if approximate == "none":
+        gate = _standard_normal_cdf(x).astype(x.dtype, copy=False)
+    else:
+        gate = tanh_gelu_gate(x)
+    return x * gate, gate
 
 
 def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
     r"""Gaussian Error Linear Unit, :math:`x\,\Phi(x)`.
 
     ``approximate="tanh"`` (GPT-2's form, the default here):
-    :math:`\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))`.
-    ``approximate="none"``: the exact :math:`x\,\Phi(x)` with the normal CDF via ``erf``.
+    :math:`\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))`, computed through
+    :func:`tanh_gelu_gate`. ``approximate="none"``: the exact :math:`x\,\Phi(x)` with the
+    normal CDF via ``erf``.
     """
-    _check_approximate(approximate)
-    if approximate == "none":
-        return x * _standard_normal_cdf(x).astype(x.dtype, copy=False)
-    return x * _tanh_gelu_gate(x)
+    return gelu_forward(x, approximate)[0]
 
 
-def gelu_backward(grad_output: np.ndarray, x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
+def gelu_backward(
+    grad_output: np.ndarray,
+    x: np.ndarray,
+    approximate: str = "tanh",
+    gate: np.ndarray | None = None,
+) -> np.ndarray:
     r"""Gradient of :func:`gelu` with respect to its input ``x``.
 
     Exact: :math:`\Phi(x) + x\,\varphi(x)`. Tanh form, with :math:`t = \tanh(u)`,
     :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`:
     :math:`\tfrac12(1+t) + \tfrac12 x (1-t^2)\sqrt{2/\pi}(1 + 3\cdot0.044715x^2)`.
+    ``gate`` is the second output of :func:`gelu_forward`; given, it is not recomputed.
     """
     _check_approximate(approximate)
     if approximate == "none":
-        cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False)
+        cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False) if gate is None else gate
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         return grad_output * (cdf + x * pdf)
     # With s = (1 + t) / 2 (the gate), 1 - t^2 = 4 s (1 - s), so the formula above becomes
-    # s + 2 x s (1 - s) u'.
-    gate = _tanh_gelu_gate(x)
-    d_inner = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * (x * x))
-    return grad_output * (gate + 2.0 * x * gate * (1.0 - gate) * d_inner)
+    # s + 2 x s (1 - s) u',  u' = sqrt(2/pi) (1 + 3 c x^2). In place on two temporaries:
+    s = tanh_gelu_gate(x) if gate is None else gate
+    x_du = np.multiply(x, x)  # -> x u'
+    x_du *= 3.0 * GELU_CUBIC
+    x_du += 1.0
+    x_du *= x
+    x_du *= SQRT_2_OVER_PI
+    local = np.subtract(1.0, s)  # -> 2 s (1 - s) x u' + s, the local derivative
+    local *= s
+    local *= x_du
+    local *= 2.0
+    local += s
+    local *= grad_output
+    return local
 
 
 def relu(x: np.ndarray) -> np.ndarray:
@@ -145,15 +212,14 @@ def layer_norm_forward(
     x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`layer_norm` that also returns what the backward needs: ``(y, x_hat, inv_std)``."""
-    # np.add.reduce / D is what x.mean computes, minus ndarray.mean's Python-level wrapper,
-    # which dominates on the (1, 1, D) inputs of cached generation.
     D = x.shape[-1]
-    mean = np.add.reduce(x, axis=-1, keepdims=True) / D
-    centred = x - mean
-    variance = np.add.reduce(centred * centred, axis=-1, keepdims=True) / D
+    x_hat = x - _sum_last(x) / D  # centred now, normalised in place below
+    variance = _dot_last(x_hat, x_hat) / D
     inv_std = 1.0 / np.sqrt(variance + eps)
-    x_hat = centred * inv_std
-    return x_hat * gamma + beta, x_hat, inv_std
+    x_hat *= inv_std
+    y = x_hat * gamma
+    y += beta
+    return y, x_hat, inv_std
 
 
 def layer_norm_backward(
@@ -166,13 +232,18 @@ def layer_norm_backward(
     :math:`\partial L/\partial x = \frac{1}{\sigma}\,(g - \bar g - \hat x\,\overline{g \hat x})`
     (bars are means over the feature axis).
     """
-    reduce_axes = tuple(range(grad_output.ndim - 1))
-    dgamma = np.sum(grad_output * x_hat, axis=reduce_axes)
-    dbeta = np.sum(grad_output, axis=reduce_axes)
+    D = grad_output.shape[-1]
+    # gamma and beta act on every position alike: sum their gradients over all of them
+    grad_rows, x_hat_rows = grad_output.reshape(-1, D), x_hat.reshape(-1, D)
+    dgamma = np.einsum("nd,nd->d", grad_rows, x_hat_rows)
+    dbeta = np.add.reduce(grad_rows, axis=0)
     g = grad_output * gamma
-    dx = inv_std * (
-        g - g.mean(axis=-1, keepdims=True) - x_hat * np.mean(g * x_hat, axis=-1, keepdims=True)
-    )
+    g_mean = _sum_last(g) / D
+    g_x_hat_mean = _dot_last(g, x_hat) / D
+    dx = g  # (g - mean g - x_hat * mean(g x_hat)) / sigma, in place
+    dx -= g_mean
+    dx -= x_hat * g_x_hat_mean
+    dx *= inv_std
     return dx, dgamma, dbeta
 
 
@@ -205,40 +276,60 @@ def causal_mask(T: int, offset: int = 0) -> np.ndarray:
 
 
 def scaled_dot_product_attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None = None,
+    dropout_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`\mathrm{softmax}(Q K^\top / \sqrt{d} + \text{mask})\,V`.
 
     Args:
         q: ``(B, H, T_q, d_head)``; k, v: ``(B, H, T_k, d_head)`` (any leading axes work).
         mask: boolean, True = blocked, broadcastable to ``(B, H, T_q, T_k)``.
+        dropout_mask: dropout on the attention weights (training only): an inverted-dropout
+            multiplier of the weights' shape (:func:`dropout_mask`), applied before ``@ V``.
 
     Returns:
-        ``(out, weights)``: ``(B, H, T_q, d_head)`` and ``(B, H, T_q, T_k)``. A query whose
-        keys are all blocked gets zero weights and a zero output, never NaN.
+        ``(out, weights)``: ``(B, H, T_q, d_head)`` and ``(B, H, T_q, T_k)`` (the weights
+        before dropout). A query whose keys are all blocked gets zero weights and a zero
+        output, never NaN.
     """
-    scale = 1.0 / np.sqrt(q.shape[-1])
-    scores = (q @ np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
+    scores *= scale  # in place, so the dtype stays q's (float32 by default)
     if mask is not None:
-        scores = np.where(mask, -np.inf, scores)
-    weights = softmax(scores, axis=-1).astype(q.dtype, copy=False)
-    return weights @ v, weights
+        np.copyto(scores, -np.inf, where=mask)  # blocked: e^-inf = 0 after the softmax
+    weights = softmax(scores, axis=-1, out=scores)  # the scores are not needed again
+    attended = weights if dropout_mask is None else weights * dropout_mask
+    return attended @ v, weights
 
 
 def scaled_dot_product_attention_backward(
-    grad_output: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, weights: np.ndarray
+    grad_output: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    weights: np.ndarray,
+    dropout_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients ``(dq, dk, dv)`` of :func:`scaled_dot_product_attention`.
+    """Gradients ``(dq, dk, dv)`` of :func:`scaled_dot_product_attention`, one line per
+    forward line, in reverse: ``out = A V`` with ``A`` the (dropped-out) weights, then the
+    softmax, then the scale, then ``Q K^T``.
 
     Blocked entries have weight 0, so the softmax backward gives them gradient 0: the mask
     needs no special treatment here.
     """
-    scale = np.asarray(1.0 / np.sqrt(q.shape[-1]), dtype=q.dtype)
-    dv = np.swapaxes(weights, -1, -2) @ grad_output
-    dweights = grad_output @ np.swapaxes(v, -1, -2)
-    dscores = softmax_backward(dweights, weights) * scale
-    dq = dscores @ k
-    dk = np.swapaxes(dscores, -1, -2) @ q
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    attended = weights if dropout_mask is None else weights * dropout_mask
+    dv = np.swapaxes(attended, -1, -2) @ grad_output
+    d_weights = grad_output @ np.swapaxes(v, -1, -2)
+    if dropout_mask is not None:
+        d_weights *= dropout_mask
+    d_scores = softmax_backward(d_weights, weights)
+    d_scores *= scale
+    dq = d_scores @ k
+    dk = np.swapaxes(d_scores, -1, -2) @ q
     return dq, dk, dv
 
 

@@ -8,11 +8,20 @@ costs O(T) instead of recomputing the whole prefix. :func:`translate` decodes a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import functional as F
-from .checks import check_positive_int, check_token_ids, describe
+from .checks import (
+    check_number,
+    check_positive_int,
+    check_seed,
+    check_token_id,
+    check_token_list,
+)
 from .models import DecoderLM, Seq2SeqTransformer
+from .module import evaluating
 
 
 # --- choosing the next token ------------------------------------------------------------
@@ -48,49 +57,17 @@ def sample_next(
 
 
 def _check_sampling(temperature, top_k, top_p) -> None:
-    if isinstance(temperature, bool) or not isinstance(
-        temperature, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(f"temperature must be a number >= 0, got {temperature!r}")
     # `not 0 <= t < inf` also catches NaN, which would otherwise surface as NaN probabilities
-    if not 0 <= temperature < np.inf:
-        raise ValueError(
-            f"temperature={temperature!r} must be a finite number >= 0 (0 means greedy)"
-        )
-    if top_k is not None and (
-        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
-    ):
-        raise ValueError(f"top_k={top_k!r} must be an int >= 1 or None")
-    if top_p is not None and (
-        isinstance(top_p, bool)
-        or not isinstance(top_p, (int, float, np.floating))
-        or not 0.0 < top_p <= 1.0
-    ):
-        raise ValueError(f"top_p={top_p!r} must be in (0, 1] or None")
-
-
-def _check_prompt(prompt, vocab_size: int, name: str = "prompt") -> list[int]:
-    """One sequence of token ids (list, tuple or 1-D array) -> list of ints; ``name`` is the
-    argument's name in the error messages (``prompt`` for generate, ``src`` for translate)."""
-    if isinstance(prompt, np.ndarray):
-        prompt = prompt.tolist()
-    if not isinstance(prompt, (list, tuple)):
-        raise TypeError(f"{name} must be a list of token ids, got {describe(prompt)}")
-    if len(prompt) == 0:
-        raise ValueError(f"{name}={prompt!r} is empty; give at least one token (e.g. the <bos> id)")
-    if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt):
-        raise TypeError(f"{name} must hold int token ids, got {prompt[:8]!r}")
-    check_token_ids(np.asarray(prompt), name, vocab_size)
-    return [int(t) for t in prompt]
-
-
-def _check_token_id(value, name: str, vocab_size: int) -> int:
-    """A single token id (``stop_token``, ``bos``, ``eos``) in ``[0, vocab_size)``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int token id, got {value!r}")
-    if not 0 <= value < vocab_size:
-        raise ValueError(f"{name}={value!r} must be a token id in [0, {vocab_size})")
-    return int(value)
+    check_number(
+        temperature, "temperature", low=0.0, expected="a finite number >= 0 (0 means greedy)"
+    )
+    if top_k is not None:
+        check_positive_int(top_k, "top_k")
+    if top_p is not None:
+        check_number(
+            top_p, "top_p", low=0.0, low_inclusive=False, high=1.0, high_inclusive=True,
+            expected="a probability in (0, 1], or None",
+        )  # fmt: skip
 
 
 # --- decoder-only generation ------------------------------------------------------------
@@ -118,25 +95,23 @@ def generate(
     """
     if not isinstance(model, DecoderLM):
         raise TypeError(f"model must be a DecoderLM for generate, got {type(model).__name__}")
-    prompt = _check_prompt(prompt, model.vocab_size)
+    prompt = check_token_list(prompt, "prompt", model.vocab_size)
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     _check_sampling(temperature, top_k, top_p)
     if stop_token is not None:
         # an id outside the vocabulary can never be sampled, so generation would never stop
-        _check_token_id(stop_token, "stop_token", model.vocab_size)
+        check_token_id(stop_token, "stop_token", model.vocab_size)
     if len(prompt) + max_new_tokens > model.max_len:
         raise ValueError(
             f"len(prompt)={len(prompt)} + max_new_tokens={max_new_tokens} exceeds "
             f"max_len={model.max_len} of this model"
         )
-    rng = np.random.default_rng(seed)
-    was_training = model.training
-    model.eval()
+    rng = np.random.default_rng(check_seed(seed))
     tokens = list(prompt)
     new_tokens, attention = [], []
     cache = model.new_kv_cache() if use_kv_cache else None
     step_input = tokens
-    try:
+    with evaluating(model):
         for _ in range(max_new_tokens):
             if use_kv_cache:
                 logits = model(np.asarray([step_input]), kv_cache=cache)
@@ -151,8 +126,6 @@ def generate(
             step_input = [next_token]
             if stop_token is not None and next_token == stop_token:
                 break
-    finally:
-        model.train(was_training)
     return (new_tokens, attention) if return_attention else new_tokens
 
 
@@ -177,21 +150,18 @@ def translate(
         raise TypeError(
             f"model must be a Seq2SeqTransformer for translate, got {type(model).__name__}"
         )
-    src = _check_prompt(src, model.src_vocab_size, "src")
+    src = check_token_list(src, "src", model.src_vocab_size)
     max_len = check_positive_int(max_len, "max_len")
     beam_size = check_positive_int(beam_size, "beam_size")
-    bos = _check_token_id(bos, "bos", model.tgt_vocab_size)
-    eos = _check_token_id(eos, "eos", model.tgt_vocab_size)
-    if isinstance(length_penalty, bool) or not isinstance(
-        length_penalty, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(f"length_penalty must be a number, got {length_penalty!r}")
-    if not np.isfinite(length_penalty):
-        raise ValueError(f"length_penalty={length_penalty!r} must be a finite number")
+    bos = check_token_id(bos, "bos", model.tgt_vocab_size)
+    eos = check_token_id(eos, "eos", model.tgt_vocab_size)
+    length_penalty = check_number(
+        length_penalty, "length_penalty", high=math.inf, expected="a finite number"
+    )
+    if beam_size == 1:  # greedy: the same decoding as translate_batch, for a batch of one
+        return translate_batch(model, [src], max_len, bos, eos)[0]
     steps = min(max_len, model.max_len - 1)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         memory = model.encode(np.asarray([src]))
         beams = [([int(bos)], 0.0)]  # (tokens, total log-prob)
         finished = []
@@ -222,8 +192,6 @@ def translate(
             return score / (max(len(tokens) - 1, 1) ** length_penalty)
 
         best_tokens = max(finished, key=normalised)[0]
-    finally:
-        model.train(was_training)
     return [t for t in best_tokens[1:] if t != eos]
 
 
@@ -253,16 +221,16 @@ def translate_batch(
         raise TypeError(
             f"srcs must be a list of source sequences (lists of ids), got {type(srcs).__name__}"
         )
-    sources = [_check_prompt(src, model.src_vocab_size, f"srcs[{i}]") for i, src in enumerate(srcs)]
+    sources = [
+        check_token_list(src, f"srcs[{i}]", model.src_vocab_size) for i, src in enumerate(srcs)
+    ]
     max_len = check_positive_int(max_len, "max_len")
     batch_size = check_positive_int(batch_size, "batch_size")
-    bos = _check_token_id(bos, "bos", model.tgt_vocab_size)
-    eos = _check_token_id(eos, "eos", model.tgt_vocab_size)
+    bos = check_token_id(bos, "bos", model.tgt_vocab_size)
+    eos = check_token_id(eos, "eos", model.tgt_vocab_size)
     steps = min(max_len, model.max_len - 1)  # as translate: bos + steps tokens must fit
-    was_training = model.training
-    model.eval()
     results: list[list[int]] = []
-    try:
+    with evaluating(model):
         for start in range(0, len(sources), batch_size):
             chunk = sources[start : start + batch_size]
             lengths = np.array([len(src) for src in chunk])
@@ -283,6 +251,4 @@ def translate_batch(
                     break
             for row in tokens[:, 1:].tolist():
                 results.append(row[: row.index(eos)] if eos in row else row)
-    finally:
-        model.train(was_training)
     return results

@@ -42,22 +42,54 @@ class Linear(Module):
         self.weight = Parameter(rng.uniform(-bound, bound, (d_in, d_out)).astype(dtype))
         self.bias = Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
 
+    @classmethod
+    def side_by_side(cls, linears: list[Linear]) -> Linear:
+        """One ``Linear(d_in, sum of d_out)`` whose weight holds ``linears``' weights as
+        column blocks (the fused Q/K/V projection of attention: one matmul instead of three).
+
+        The returned map owns the memory; give each part a view of it with :meth:`columns`.
+        """
+        fused = cls.__new__(cls)
+        fused.d_in, fused.d_out = linears[0].d_in, sum(linear.d_out for linear in linears)
+        fused.weight = Parameter(np.concatenate([linear.weight.data for linear in linears], 1))
+        has_bias = linears[0].bias is not None
+        fused.bias = (
+            Parameter(np.concatenate([lin.bias.data for lin in linears])) if has_bias else None
+        )
+        return fused
+
+    def columns(self, start: int, stop: int) -> Linear:
+        """A ``Linear(d_in, stop - start)`` computing output columns ``start:stop`` of this
+        one. Its ``weight``/``bias`` (values and gradients) are *views* into this map's
+        arrays: an optimiser step or ``load_state_dict`` on either is seen by both."""
+        part = Linear.__new__(Linear)
+        part.d_in, part.d_out = self.d_in, stop - start
+        part.weight = Parameter(self.weight.data[:, start:stop], self.weight.grad[:, start:stop])
+        part.bias = (
+            None
+            if self.bias is None
+            else Parameter(self.bias.data[start:stop], self.bias.grad[start:stop])
+        )
+        return part
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., d_in)`` -> ``(..., d_out)``."""
         check_float_array(x, "x", ndim=tuple(range(1, 6)), last_dim=self.d_in)
         self._x = x
-        y = x @ self.weight.data
+        # (B, T, d_in) @ W as one 2-D matmul over all B*T rows: one BLAS call, where a 3-D
+        # operand would make NumPy loop over the batch.
+        y = _flatten_leading(x) @ self.weight.data
         if self.bias is not None:
             y += self.bias.data
-        return y
+        return y.reshape(x.shape[:-1] + (self.d_out,))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """``dW = x^T dy`` (summed over every leading axis), ``db = sum dy``, ``dx = dy W^T``."""
-        x2d, dy2d = _flatten_leading(self._x), _flatten_leading(grad_output)
-        self.weight.grad += x2d.T @ dy2d
+        x_rows, dy_rows = _flatten_leading(self._x), _flatten_leading(grad_output)
+        self.weight.grad += x_rows.T @ dy_rows
         if self.bias is not None:
-            self.bias.grad += dy2d.sum(axis=0)
-        return grad_output @ self.weight.data.T
+            self.bias.grad += np.add.reduce(dy_rows, axis=0)
+        return (dy_rows @ self.weight.data.T).reshape(self._x.shape)
 
 
 class Embedding(Module):
@@ -122,12 +154,19 @@ class Dropout(Module):
         self._rng = make_rng(seed, rng)
         self._mask = None
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
+    def new_mask(self, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray | None:
+        """A fresh multiplier (:func:`tfscratch.functional.dropout_mask`) for an array of
+        ``shape``, or None when dropout is off (evaluation mode or ``p == 0``).
+
+        Attention asks for one to drop attention weights inside
+        :func:`~tfscratch.functional.scaled_dot_product_attention`."""
         if not self.training or self.p == 0.0:
-            self._mask = None
-            return x
-        self._mask = F.dropout_mask(x.shape, self.p, self._rng, dtype=x.dtype)
-        return x * self._mask
+            return None
+        return F.dropout_mask(shape, self.p, self._rng, dtype=dtype)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        self._mask = self.new_mask(x.shape, x.dtype)
+        return x if self._mask is None else x * self._mask
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         return grad_output if self._mask is None else grad_output * self._mask
@@ -150,10 +189,11 @@ class GELU(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         self._x = x
-        return F.gelu(x, self.approximate)
+        y, self._gate = F.gelu_forward(x, self.approximate)
+        return y
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
-        return F.gelu_backward(grad_output, self._x, self.approximate)
+        return F.gelu_backward(grad_output, self._x, self.approximate, gate=self._gate)
 
 
 ACTIVATIONS = {"gelu": GELU, "relu": ReLU}

@@ -5,9 +5,15 @@
 * :class:`Seq2SeqTransformer`: the encoder-decoder of "Attention Is All You Need".
 * :class:`EncoderClassifier`: an encoder with mean or [CLS] pooling and a linear head.
 
-Weights start as GPT-2's do: every linear map and embedding drawn from N(0, 0.02), biases
-zero, LayerNorm the identity. Small initial weights give near-uniform first predictions,
-so the first loss is close to ln(vocab_size).
+What the three share is written once below: the argument checks and the ``config`` entries
+of the hyperparameters they have in common, the embedding stem (token embedding + positions
++ dropout) with its backward, and the vocabulary head (tied or not) with its backward.
+
+Weights start as GPT-2's do, except one detail: every linear map and embedding drawn from
+N(0, 0.02), biases zero, LayerNorm the identity. Small initial weights give near-uniform
+first predictions, so the first loss is close to ln(vocab_size). (GPT-2 also scales the
+weights of the layers that write into the residual stream, ``out_proj`` and ``fc2``, by
+1/sqrt(2 n_layers); these models do not, which matters little at four layers.)
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from .attention import KVCache
 from .blocks import NORM_PLACEMENTS, DecoderBlock, EncoderBlock
 from .checks import (
     check_choice,
+    check_divisible,
     check_length,
     check_mask,
     check_positive_int,
@@ -25,7 +32,7 @@ from .checks import (
     check_token_ids,
     describe,
 )
-from .layers import Dropout, Embedding, LayerNorm, Linear
+from .layers import ACTIVATIONS, Dropout, Embedding, LayerNorm, Linear
 from .module import Module, Parameter, check_dtype, make_rng
 from .positional import POSITIONAL_ENCODINGS
 
@@ -42,27 +49,88 @@ def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
             parameter.data[...] = rng.normal(0.0, INIT_STD, parameter.shape)
 
 
-def _check_common(
-    d_model, n_heads, n_layers_named: dict, pos, norm, activation, allow_no_pos, dropout
-):
+def _shared_config(
+    *,
+    d_model,
+    n_heads,
+    d_ff,
+    max_len,
+    dropout,
+    pos,
+    norm,
+    activation,
+    dtype,
+    positions=tuple(POSITIONAL_ENCODINGS),
+) -> dict:
+    """Check the hyperparameters every model has; return their ``config`` entries, with
+    ``d_ff`` filled in (4 d_model by default) and ``dtype`` as its name."""
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
-    if d_model % n_heads:
-        raise ValueError(
-            f"d_model={d_model} is not divisible by n_heads={n_heads}; each head needs an "
-            f"equal slice of the model width"
-        )
-    for name, value in n_layers_named.items():
-        check_positive_int(value, name)
-    positions = tuple(POSITIONAL_ENCODINGS) + (("none",) if allow_no_pos else ())
-    check_choice(pos, "pos", positions)
-    check_choice(norm, "norm", NORM_PLACEMENTS)
-    check_choice(activation, "activation", ("gelu", "relu"))
-    # checked here, under the model's own argument name, before any Dropout(p) is built
-    check_probability(dropout, "dropout")
+    check_divisible(d_model, n_heads)
+    d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
+    return dict(
+        d_model=d_model,
+        n_heads=n_heads,
+        d_ff=d_ff,
+        max_len=check_positive_int(max_len, "max_len"),
+        # checked here, under the model's own argument name, before any Dropout(p) is built
+        dropout=check_probability(dropout, "dropout"),
+        pos=check_choice(pos, "pos", positions),
+        norm=check_choice(norm, "norm", NORM_PLACEMENTS),
+        activation=check_choice(activation, "activation", tuple(ACTIVATIONS)),
+        dtype=check_dtype(dtype).name,
+    )
 
 
-def _make_positions(pos: str, max_len: int, d_model: int, rng, dtype):
+def _block_options(config: dict, rng) -> dict:
+    """The keyword arguments every block of a model is built with."""
+    return dict(
+        d_ff=config["d_ff"],
+        dropout=config["dropout"],
+        norm=config["norm"],
+        activation=config["activation"],
+        rng=rng,
+        dtype=np.dtype(config["dtype"]),
+    )
+
+
+def _final_norm(config: dict) -> LayerNorm | None:
+    """Pre-norm leaves the residual stream un-normalised, so one last LayerNorm is needed."""
+    return LayerNorm(config["d_model"], dtype=config["dtype"]) if config["norm"] == "pre" else None
+
+
+class EmbeddingStem:
+    """Token embedding + positions + dropout, the first layer of every model, and its
+    backward.
+
+    Not a Module: it holds the model's own ``Embedding``, positional encoding (None for
+    ``pos="none"``) and ``Dropout``, which stay the model's attributes, so the parameter names
+    (``tok_emb.weight``, ``pos_emb.weight``, ...) are those of the model.
+    """
+
+    def __init__(self, tokens: Embedding, positions: Module | None, dropout: Dropout):
+        self.tokens, self.positions, self.dropout = tokens, positions, dropout
+
+    def __call__(self, token_ids: np.ndarray, offset: int = 0, prefix=None) -> np.ndarray:
+        """``(B, T)`` ids -> ``(B, T, D)``; ``prefix`` ``(B, P, D)`` vectors (a [CLS] token)
+        go in front of the token vectors before the positions are added."""
+        x = self.tokens(token_ids)
+        if prefix is not None:
+            x = np.concatenate([prefix, x], axis=1)
+        if self.positions is not None:
+            x = self.positions(x, offset=offset)
+        return self.dropout(x)
+
+    def backward(self, grad: np.ndarray, prefix_length: int = 0) -> np.ndarray | None:
+        """Accumulate the embeddings' gradients; returns the prefix's gradient (or None)."""
+        grad = self.dropout.backward(grad)
+        if self.positions is not None:
+            grad = self.positions.backward(grad)  # x + P: the gradient passes unchanged
+        self.tokens.backward(grad[:, prefix_length:])
+        return grad[:, :prefix_length] if prefix_length else None
+
+
+def _make_positions(pos: str, max_len: int, d_model: int, rng, dtype) -> Module | None:
     if pos == "none":
         return None
     if pos == "learned":
@@ -98,7 +166,8 @@ def _vocab_logits(h: np.ndarray, lm_head: Linear | None, embedding: Embedding) -
     """
     if lm_head is not None:
         return lm_head(h)
-    return h @ embedding.weight.data.T
+    D = h.shape[-1]
+    return (h.reshape(-1, D) @ embedding.weight.data.T).reshape(h.shape[:-1] + (-1,))
 
 
 def _vocab_logits_backward(
@@ -108,9 +177,10 @@ def _vocab_logits_backward(
     returns ``dL/dh``."""
     if lm_head is not None:
         return lm_head.backward(grad_logits)
-    D = h.shape[-1]
-    embedding.weight.grad += grad_logits.reshape(-1, grad_logits.shape[-1]).T @ h.reshape(-1, D)
-    return grad_logits @ embedding.weight.data
+    D, V = h.shape[-1], grad_logits.shape[-1]
+    grad_rows = grad_logits.reshape(-1, V)
+    embedding.weight.grad += grad_rows.T @ h.reshape(-1, D)
+    return (grad_rows @ embedding.weight.data).reshape(h.shape)
 
 
 class DecoderLM(Module):
@@ -136,39 +206,30 @@ class DecoderLM(Module):
         seed: int | None = None,
         dtype=np.float32,
     ):
-        _check_common(
-            d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, False, dropout
-        )
-        dtype = check_dtype(dtype)
-        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
         self.config = dict(
             vocab_size=check_positive_int(vocab_size, "vocab_size"),
-            d_model=d_model,
-            n_heads=n_heads,
-            n_layers=n_layers,
-            d_ff=d_ff,
-            max_len=check_positive_int(max_len, "max_len"),
-            dropout=dropout,
-            pos=pos,
-            norm=norm,
-            activation=activation,
+            n_layers=check_positive_int(n_layers, "n_layers"),
             tie_weights=bool(tie_weights),
             seed=seed,
-            dtype=dtype.name,
-        )
-        rng = make_rng(seed)
+            **_shared_config(
+                d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
+                pos=pos, norm=norm, activation=activation, dtype=dtype,
+            ),
+        )  # fmt: skip
+        config, rng = self.config, make_rng(seed)
         self.vocab_size, self.max_len, self.tie_weights = vocab_size, max_len, bool(tie_weights)
-        self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
-        self.pos_emb = _make_positions(pos, max_len, d_model, rng, dtype)
+        self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=config["dtype"])
+        self.pos_emb = _make_positions(pos, max_len, d_model, rng, config["dtype"])
         self.emb_dropout = Dropout(dropout, rng=rng)
+        self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
         self.blocks = [
-            DecoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
-            for _ in range(n_layers)
+            DecoderBlock(d_model, n_heads, **_block_options(config, rng)) for _ in range(n_layers)
         ]
-        # Pre-norm leaves the residual stream un-normalised, so one last LayerNorm is needed.
-        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.ln_f = _final_norm(config)
         self.lm_head = (
-            None if tie_weights else Linear(d_model, vocab_size, bias=False, rng=rng, dtype=dtype)
+            None
+            if tie_weights
+            else Linear(d_model, vocab_size, bias=False, rng=rng, dtype=config["dtype"])
         )
         _init_gpt2(self, rng)
 
@@ -184,9 +245,7 @@ class DecoderLM(Module):
         """
         offset = kv_cache[0].length if kv_cache else 0
         tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len, offset)
-        x = self.tok_emb(tokens)
-        x = self.pos_emb(x, offset=offset) if self.pos_emb is not None else x
-        x = self.emb_dropout(x)
+        x = self._embed(tokens, offset=offset)
         for index, block in enumerate(self.blocks):
             x = block(x, kv_cache=kv_cache[index] if kv_cache else None)
         if self.ln_f is not None:
@@ -202,10 +261,7 @@ class DecoderLM(Module):
             grad = self.ln_f.backward(grad)
         for block in reversed(self.blocks):
             grad = block.backward(grad)
-        grad = self.emb_dropout.backward(grad)
-        if self.pos_emb is not None:
-            grad = self.pos_emb.backward(grad)
-        self.tok_emb.backward(grad)
+        self._embed.backward(grad)
 
 
 class Seq2SeqTransformer(Module):
@@ -234,67 +290,40 @@ class Seq2SeqTransformer(Module):
         seed: int | None = None,
         dtype=np.float32,
     ):
-        _check_common(
-            d_model,
-            n_heads,
-            {"n_encoder_layers": n_encoder_layers, "n_decoder_layers": n_decoder_layers},
-            pos,
-            norm,
-            activation,
-            False,
-            dropout,
-        )
-        dtype = check_dtype(dtype)
-        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
         self.config = dict(
             src_vocab_size=check_positive_int(src_vocab_size, "src_vocab_size"),
             tgt_vocab_size=check_positive_int(tgt_vocab_size, "tgt_vocab_size"),
-            d_model=d_model,
-            n_heads=n_heads,
-            n_encoder_layers=n_encoder_layers,
-            n_decoder_layers=n_decoder_layers,
-            d_ff=d_ff,
-            max_len=check_positive_int(max_len, "max_len"),
-            dropout=dropout,
-            pos=pos,
-            norm=norm,
-            activation=activation,
+            n_encoder_layers=check_positive_int(n_encoder_layers, "n_encoder_layers"),
+            n_decoder_layers=check_positive_int(n_decoder_layers, "n_decoder_layers"),
             tie_weights=bool(tie_weights),
             seed=seed,
-            dtype=dtype.name,
-        )
-        rng = make_rng(seed)
-        self.src_vocab_size, self.tgt_vocab_size, self.max_len = (
-            src_vocab_size,
-            tgt_vocab_size,
-            max_len,
-        )
+            **_shared_config(
+                d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
+                pos=pos, norm=norm, activation=activation, dtype=dtype,
+            ),
+        )  # fmt: skip
+        config, rng = self.config, make_rng(seed)
+        dtype = config["dtype"]
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.max_len = max_len
         self.src_emb = Embedding(src_vocab_size, d_model, rng=rng, dtype=dtype)
         self.src_pos = _make_positions(pos, max_len, d_model, rng, dtype)
         self.tgt_emb = Embedding(tgt_vocab_size, d_model, rng=rng, dtype=dtype)
         self.tgt_pos = _make_positions(pos, max_len, d_model, rng, dtype)
         self.src_dropout = Dropout(dropout, rng=rng)
         self.tgt_dropout = Dropout(dropout, rng=rng)
+        self._embed_src = EmbeddingStem(self.src_emb, self.src_pos, self.src_dropout)
+        self._embed_tgt = EmbeddingStem(self.tgt_emb, self.tgt_pos, self.tgt_dropout)
         self.encoder_blocks = [
-            EncoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
+            EncoderBlock(d_model, n_heads, **_block_options(config, rng))
             for _ in range(n_encoder_layers)
         ]
-        self.encoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.encoder_ln = _final_norm(config)
         self.decoder_blocks = [
-            DecoderBlock(
-                d_model,
-                n_heads,
-                d_ff,
-                dropout,
-                norm,
-                activation,
-                cross_attention=True,
-                rng=rng,
-                dtype=dtype,
-            )
+            DecoderBlock(d_model, n_heads, cross_attention=True, **_block_options(config, rng))
             for _ in range(n_decoder_layers)
         ]
-        self.decoder_ln = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.decoder_ln = _final_norm(config)
         self.lm_head = (
             None
             if tie_weights
@@ -306,8 +335,7 @@ class Seq2SeqTransformer(Module):
         """src: int ``(B, S)`` -> memory ``(B, S, d_model)``."""
         src = _check_token_batch(src, "src", self.src_vocab_size, self.max_len)
         check_mask(src_pad_mask, "src_pad_mask", src.shape, broadcast=False)
-        x = self.src_emb(src)
-        x = self.src_dropout(self.src_pos(x) if self.src_pos is not None else x)
+        x = self._embed_src(src)
         for block in self.encoder_blocks:
             x = block(x, key_padding_mask=src_pad_mask)
         return self.encoder_ln(x) if self.encoder_ln is not None else x
@@ -322,8 +350,7 @@ class Seq2SeqTransformer(Module):
         """tgt_in: int ``(B, T)``, memory ``(B, S, D)`` -> logits ``(B, T, tgt_vocab_size)``."""
         tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
         check_mask(tgt_pad_mask, "tgt_pad_mask", tgt_in.shape, broadcast=False)
-        x = self.tgt_emb(tgt_in)
-        x = self.tgt_dropout(self.tgt_pos(x) if self.tgt_pos is not None else x)
+        x = self._embed_tgt(tgt_in)
         for block in self.decoder_blocks:
             x = block(
                 x, memory, key_padding_mask=tgt_pad_mask, memory_key_padding_mask=src_pad_mask
@@ -354,20 +381,14 @@ class Seq2SeqTransformer(Module):
         for block in reversed(self.decoder_blocks):
             grad, d_memory_block = block.backward(grad)
             d_memory = d_memory + d_memory_block  # every decoder layer reads the same memory
-        grad = self.tgt_dropout.backward(grad)
-        if self.tgt_pos is not None:
-            grad = self.tgt_pos.backward(grad)
-        self.tgt_emb.backward(grad)
+        self._embed_tgt.backward(grad)
 
         grad = d_memory
         if self.encoder_ln is not None:
             grad = self.encoder_ln.backward(grad)
         for block in reversed(self.encoder_blocks):
             grad = block.backward(grad)
-        grad = self.src_dropout.backward(grad)
-        if self.src_pos is not None:
-            grad = self.src_pos.backward(grad)
-        self.src_emb.backward(grad)
+        self._embed_src.backward(grad)
 
 
 class EncoderClassifier(Module):
@@ -397,29 +418,20 @@ class EncoderClassifier(Module):
         seed: int | None = None,
         dtype=np.float32,
     ):
-        _check_common(
-            d_model, n_heads, {"n_layers": n_layers}, pos, norm, activation, True, dropout
-        )
-        check_choice(pooling, "pooling", ("mean", "cls"))
-        dtype = check_dtype(dtype)
-        d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
         self.config = dict(
             vocab_size=check_positive_int(vocab_size, "vocab_size"),
             n_classes=check_positive_int(n_classes, "n_classes"),
-            d_model=d_model,
-            n_heads=n_heads,
-            n_layers=n_layers,
-            d_ff=d_ff,
-            max_len=check_positive_int(max_len, "max_len"),
-            pooling=pooling,
-            dropout=dropout,
-            pos=pos,
-            norm=norm,
-            activation=activation,
+            n_layers=check_positive_int(n_layers, "n_layers"),
+            pooling=check_choice(pooling, "pooling", ("mean", "cls")),
             seed=seed,
-            dtype=dtype.name,
-        )
-        rng = make_rng(seed)
+            **_shared_config(
+                d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
+                pos=pos, norm=norm, activation=activation, dtype=dtype,
+                positions=tuple(POSITIONAL_ENCODINGS) + ("none",),
+            ),
+        )  # fmt: skip
+        config, rng = self.config, make_rng(seed)
+        dtype = config["dtype"]
         self.vocab_size, self.max_len, self.pooling = vocab_size, max_len, pooling
         self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=dtype)
         self.cls_token = Parameter(np.zeros(d_model, dtype=dtype)) if pooling == "cls" else None
@@ -427,11 +439,11 @@ class EncoderClassifier(Module):
         n_positions = max_len + (pooling == "cls")
         self.pos_emb = _make_positions(pos, n_positions, d_model, rng, dtype)
         self.emb_dropout = Dropout(dropout, rng=rng)
+        self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
         self.blocks = [
-            EncoderBlock(d_model, n_heads, d_ff, dropout, norm, activation, rng=rng, dtype=dtype)
-            for _ in range(n_layers)
+            EncoderBlock(d_model, n_heads, **_block_options(config, rng)) for _ in range(n_layers)
         ]
-        self.ln_f = LayerNorm(d_model, dtype=dtype) if norm == "pre" else None
+        self.ln_f = _final_norm(config)
         self.head = Linear(d_model, n_classes, rng=rng, dtype=dtype)
         _init_gpt2(self, rng)
 
@@ -440,16 +452,13 @@ class EncoderClassifier(Module):
         tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len)
         check_mask(pad_mask, "pad_mask", tokens.shape, broadcast=False)
         B, T = tokens.shape
-        x = self.tok_emb(tokens)
         keep = np.ones((B, T), dtype=bool) if pad_mask is None else ~pad_mask
+        cls = None
         if self.cls_token is not None:
-            cls = np.broadcast_to(self.cls_token.data, (B, 1, x.shape[-1]))
-            x = np.concatenate([cls, x], axis=1)
+            cls = np.broadcast_to(self.cls_token.data, (B, 1, self.cls_token.shape[0]))
             keep = np.concatenate([np.ones((B, 1), dtype=bool), keep], axis=1)
         key_padding_mask = None if pad_mask is None else ~keep
-        if self.pos_emb is not None:
-            x = self.pos_emb(x)
-        x = self.emb_dropout(x)
+        x = self._embed(tokens, prefix=cls)
         for block in self.blocks:
             x = block(x, key_padding_mask=key_padding_mask)
         if self.ln_f is not None:
@@ -476,13 +485,9 @@ class EncoderClassifier(Module):
             grad = self.ln_f.backward(grad)
         for block in reversed(self.blocks):
             grad = block.backward(grad)
-        grad = self.emb_dropout.backward(grad)
-        if self.pos_emb is not None:
-            grad = self.pos_emb.backward(grad)
-        if self.cls_token is not None:
-            self.cls_token.grad += grad[:, 0].sum(axis=0)
-            grad = grad[:, 1:]
-        self.tok_emb.backward(grad)
+        d_cls = self._embed.backward(grad, prefix_length=1 if self.cls_token is not None else 0)
+        if d_cls is not None:
+            self.cls_token.grad += d_cls.sum(axis=(0, 1))
 
 
 MODELS = {cls.__name__: cls for cls in (DecoderLM, Seq2SeqTransformer, EncoderClassifier)}

@@ -14,6 +14,7 @@ so the chain rule is visible line by line.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -55,9 +56,10 @@ class Parameter:
             ``zero_grad`` resets it.
     """
 
-    def __init__(self, data: np.ndarray):
+    def __init__(self, data: np.ndarray, grad: np.ndarray | None = None):
         self.data = np.asarray(data)
-        self.grad = np.zeros_like(self.data)
+        # `grad` is given only for a view into a larger parameter (see Linear.columns)
+        self.grad = np.zeros_like(self.data) if grad is None else grad
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -214,3 +216,20 @@ def check_state_fits(
     problems.extend(more_problems)
     if problems:
         raise ValueError(f"load_state_dict: the state does not fit {owner}; " + "; ".join(problems))
+
+
+@contextmanager
+def in_mode(model: Module, training: bool) -> Iterator[Module]:
+    """``with in_mode(model, training=False):`` runs the block with ``model`` in that mode and
+    restores the mode it had before, also when the block raises."""
+    was_training = model.training
+    model.train(training)
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def evaluating(model: Module):
+    """``with evaluating(model):`` evaluation mode (no dropout) inside the block only."""
+    return in_mode(model, training=False)

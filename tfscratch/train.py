@@ -34,9 +34,11 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .checkpoint import save
+from .checks import check_positive_int
 from .data import IGNORE_INDEX
 from .loss import CrossEntropyLoss
-from .module import Module
+from .malloc import tune_malloc
+from .module import Module, evaluating, in_mode
 from .optim import clip_grad_norm
 
 __all__ = [
@@ -136,25 +138,15 @@ def evaluate(model: Module, batches: Iterable, task: Task | None = None) -> floa
     restored afterwards.
     """
     task = LanguageModelTask() if task is None else task
-    was_training = model.training
-    model.eval()
     total, count = 0.0, 0
-    try:
+    with evaluating(model):
         for batch in batches:
             loss, n = task(model, batch, backward=False)
             total += loss * n
             count += n
-    finally:
-        model.train(was_training)
     if count == 0:
         raise ValueError("batches gave no scored targets: cannot evaluate an empty data set")
     return total / count
-
-
-def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be an integer >= 1")
-    return int(value)
 
 
 def _validation_source(val_batches) -> Callable[[], Iterable]:
@@ -213,16 +205,19 @@ def train(
         (scored targets per second of that step). ``history.attrs`` holds ``best_val_loss``
         and ``best_step`` when there was validation.
 
+    ``train`` calls :func:`tfscratch.tune_malloc` (a process-wide allocator setting, see
+    :mod:`tfscratch.malloc`): a long loop of same-sized temporaries is where it pays.
+
     Raises:
         FloatingPointError: the loss or the gradient norm became NaN or infinite; the
             message names the step and the learning rate.
     """
-    steps = _check_positive_int(steps, "steps")
+    steps = check_positive_int(steps, "steps")
     task = LanguageModelTask() if task is None else task
     validation = _validation_source(val_batches)
     if eval_every is None:
         eval_every = max(1, steps // 10)
-    eval_every = _check_positive_int(eval_every, "eval_every")
+    eval_every = check_positive_int(eval_every, "eval_every")
     if checkpoint_path is not None and validation is None:
         raise ValueError(
             f"checkpoint_path={os.fspath(checkpoint_path)!r} keeps the best model by validation "
@@ -235,10 +230,9 @@ def train(
     batch_stream = iter(batches)
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
-    was_training = model.training
-    model.train()
+    tune_malloc()  # see tfscratch.malloc: keeps freed temporaries for the next step
     bar = tqdm(total=steps, desc=desc, disable=not progress, leave=True)
-    try:
+    with in_mode(model, training=True), bar:
         for step in range(1, steps + 1):
             try:
                 batch = next(batch_stream)
@@ -267,7 +261,6 @@ def train(
             val_loss = math.nan
             if validation is not None and (step % eval_every == 0 or step == steps):
                 val_loss = evaluate(model, validation(), task)
-                model.train()
                 if val_loss < best_val:
                     best_val, best_step = val_loss, step
                     if checkpoint_path is not None:
@@ -278,9 +271,6 @@ def train(
                 postfix["val"] = f"{best_val:.3f}"
             bar.set_postfix(postfix, refresh=False)
             bar.update(1)
-    finally:
-        bar.close()
-        model.train(was_training)
 
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     if best_step is not None:
