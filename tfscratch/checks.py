@@ -8,6 +8,7 @@ argument, what was given and what was expected.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -21,13 +22,13 @@ def describe(value) -> str:
 
 def check_int(value, name: str, minimum: int | None = None) -> int:
     """An int (not a bool: ``n=True`` is always a mistake), at least ``minimum`` if given."""
-    expected = {None: "an int", 0: "a non-negative int (>= 0)", 1: "a positive int (>= 1)"}.get(
-        minimum, f"an int >= {minimum}"
-    )
+    kind = {0: "a non-negative int", 1: "a positive int"}.get(minimum, "an int")
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}={value!r:.60} must be {expected}, got {type(value).__name__}")
+        bound = f" >= {minimum}" if minimum not in (None, 0, 1) else ""
+        raise TypeError(f"{name}={value!r:.60} must be {kind}{bound}, got {type(value).__name__}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name}={value!r} must be {expected}")
+        words = f"{kind} (at least {minimum})" if minimum < 2 else f"at least {minimum}"
+        raise ValueError(f"{name}={value!r} must be {words}")
     return int(value)
 
 
@@ -179,3 +180,34 @@ def check_mask(mask, name: str, shape: tuple[int, ...], broadcast: bool) -> np.n
     elif mask.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {mask.shape}")
     return mask
+
+
+# --- text -------------------------------------------------------------------------------
+def preview(text: str, limit: int = 40) -> str:
+    """``repr`` of a text, shortened so an error message stays one readable line."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def check_text(text, argument: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{argument} must be a str, got {type(text).__name__} {text!r:.60}")
+    return text
+
+
+def check_texts(texts, argument: str = "texts") -> list[str]:
+    # A lone string is iterable (over its characters), which would silently "work" and
+    # give a surprising answer, so it is refused outright.
+    if isinstance(texts, str):
+        raise TypeError(
+            f"{argument} must be a list of strings, got a single str {preview(texts)}; "
+            f"wrap it in a list: [{preview(texts)}]"
+        )
+    if not isinstance(texts, Iterable):
+        raise TypeError(f"{argument} must be a list of strings, got {type(texts).__name__}")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{argument}[{index}] must be a str, got {type(text).__name__} {text!r:.60}"
+            )
+    return texts

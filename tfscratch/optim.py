@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .checks import check_int, check_number
 from .module import Module, Parameter, check_state_fits
 
 __all__ = [
@@ -39,35 +40,6 @@ __all__ = [
 
 
 # --- checking arguments ---------------------------------------------------------------------
-def _check_number(
-    name: str,
-    value,
-    *,
-    low: float,
-    low_inclusive: bool = True,
-    high: float = math.inf,
-    high_inclusive: bool = False,
-    expected: str,
-) -> float:
-    """``float(value)``, or an error naming the argument, the value and the allowed range."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}={value!r} must be a real number ({expected})")
-    number = float(value)
-    above_low = number >= low if low_inclusive else number > low
-    below_high = number <= high if high_inclusive else number < high
-    if not (above_low and below_high):  # also rejects NaN, which fails every comparison
-        raise ValueError(f"{name}={value!r} is out of range: expected {expected}")
-    return number
-
-
-def _check_int(name: str, value, *, low: int, expected: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}={value!r} must be an int ({expected})")
-    if value < low:
-        raise ValueError(f"{name}={value!r} is out of range: expected {expected}")
-    return int(value)
-
-
 def _named_parameters(params, *, allow_empty: bool = False) -> dict[str, Parameter]:
     """``params`` (an iterable of Parameters or a name -> Parameter dict) as a dict.
 
@@ -141,7 +113,7 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value: float) -> None:
-        self._lr = _check_number("lr", value, low=0.0, expected="a finite learning rate >= 0")
+        self._lr = check_number(value, "lr", low=0.0, expected="a finite learning rate >= 0")
 
     def _new_buffer(self) -> dict[str, np.ndarray]:
         """One zero array per parameter, shaped and typed like it."""
@@ -234,9 +206,9 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
         super().__init__(params, lr)
-        self.momentum = _check_number("momentum", momentum, low=0.0, expected="momentum >= 0")
-        self.weight_decay = _check_number(
-            "weight_decay", weight_decay, low=0.0, expected="weight_decay >= 0"
+        self.momentum = check_number(momentum, "momentum", low=0.0, expected="momentum >= 0")
+        self.weight_decay = check_number(
+            weight_decay, "weight_decay", low=0.0, expected="weight_decay >= 0"
         )
         if self.momentum > 0:
             self.buffers["momentum_buffer"] = self._new_buffer()
@@ -309,15 +281,15 @@ class Adam(Optimizer):
         super().__init__(params, lr)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"betas={betas!r} must be a pair (beta1, beta2), e.g. (0.9, 0.999)")
-        self.beta1 = _check_number(
-            "betas[0]", betas[0], low=0.0, high=1.0, expected="beta1 in [0, 1)"
+        self.beta1 = check_number(
+            betas[0], "betas[0]", low=0.0, high=1.0, expected="beta1 in [0, 1)"
         )
-        self.beta2 = _check_number(
-            "betas[1]", betas[1], low=0.0, high=1.0, expected="beta2 in [0, 1)"
+        self.beta2 = check_number(
+            betas[1], "betas[1]", low=0.0, high=1.0, expected="beta2 in [0, 1)"
         )
-        self.eps = _check_number("eps", eps, low=0.0, low_inclusive=False, expected="eps > 0")
-        self.weight_decay = _check_number(
-            "weight_decay", weight_decay, low=0.0, expected="weight_decay >= 0"
+        self.eps = check_number(eps, "eps", low=0.0, low_inclusive=False, expected="eps > 0")
+        self.weight_decay = check_number(
+            weight_decay, "weight_decay", low=0.0, expected="weight_decay >= 0"
         )
         self.buffers["m"] = self._new_buffer()
         self.buffers["v"] = self._new_buffer()
@@ -408,9 +380,9 @@ def clip_grad_norm(params, max_norm: float) -> float:
         norm (an overflow or NaN somewhere) is returned as is and nothing is scaled: clipping
         cannot repair it, and the training loop should report it.
     """
-    max_norm = _check_number(
-        "max_norm",
+    max_norm = check_number(
         max_norm,
+        "max_norm",
         low=0.0,
         low_inclusive=False,
         high=math.inf,
@@ -453,18 +425,18 @@ def warmup_cosine(
         total_steps: ``>= max(warmup_steps, 1)``.
         min_lr: final learning rate, ``0 <= min_lr <= base_lr``.
     """
-    step = _check_int("step", step, low=0, expected="a step number >= 0")
-    base_lr = _check_number("base_lr", base_lr, low=0.0, expected="a finite learning rate >= 0")
-    warmup_steps = _check_int("warmup_steps", warmup_steps, low=0, expected="warmup_steps >= 0")
-    total_steps = _check_int(
-        "total_steps",
-        total_steps,
-        low=max(warmup_steps, 1),
-        expected=f"total_steps >= max(warmup_steps, 1) = {max(warmup_steps, 1)}",
-    )
-    min_lr = _check_number(
-        "min_lr",
+    step = check_int(step, "step", minimum=0)
+    base_lr = check_number(base_lr, "base_lr", low=0.0, expected="a finite learning rate >= 0")
+    warmup_steps = check_int(warmup_steps, "warmup_steps", minimum=0)
+    total_steps = check_int(total_steps, "total_steps", minimum=1)
+    if total_steps < warmup_steps:
+        raise ValueError(
+            f"total_steps={total_steps} is out of range: expected total_steps >= "
+            f"warmup_steps={warmup_steps} (the warm-up is part of the schedule)"
+        )
+    min_lr = check_number(
         min_lr,
+        "min_lr",
         low=0.0,
         high=base_lr,
         high_inclusive=True,

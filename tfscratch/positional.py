@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_float_array, check_length, check_positive_int
+from .checks import check_float_array, check_int, check_length, check_positive_int
 from .module import Module, Parameter, check_dtype, make_rng
 
 
@@ -26,12 +26,6 @@ def sinusoidal_table(max_len: int, d_model: int, dtype=np.float32) -> np.ndarray
     table[:, 0::2] = np.sin(angles)
     table[:, 1::2] = np.cos(angles[:, : d_model // 2])
     return table.astype(dtype)
-
-
-def _check_offset(offset) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a non-negative int")
-    return int(offset)
 
 
 class SinusoidalPositionalEncoding(Module):
@@ -54,7 +48,7 @@ class SinusoidalPositionalEncoding(Module):
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
-        offset = _check_offset(offset)
+        offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
         check_length(T, self.max_len, offset=offset)
         return x + self._table[offset : offset + T]
@@ -75,7 +69,7 @@ class LearnedPositionalEmbedding(Module):
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
-        offset = _check_offset(offset)
+        offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
         check_length(T, self.max_len, offset=offset)
         self._span = (offset, offset + T)

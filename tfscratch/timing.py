@@ -21,6 +21,8 @@ import numpy as np
 
 __all__ = ["ScalingResult", "fit_loglog", "measure_scaling", "time_call"]
 
+from .checks import check_int
+
 
 def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall-clock seconds of one call of ``fn()``.
@@ -38,8 +40,8 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> fl
     Returns:
         float, seconds (``time.perf_counter`` resolution).
     """
-    repeats = _check_count(repeats, "repeats", minimum=1)
-    warmup = _check_count(warmup, "warmup", minimum=0)
+    repeats = check_int(repeats, "repeats", minimum=1)
+    warmup = check_int(warmup, "warmup", minimum=0)
     if not callable(fn):
         raise TypeError(f"fn must be a zero-argument callable, got {type(fn).__name__}")
     for _ in range(warmup):
@@ -76,7 +78,7 @@ def fit_loglog(sizes, values, last: int | None = None) -> float:
             f"and {values.shape}"
         )
     if last is not None:
-        last = _check_count(last, "last", minimum=2)
+        last = check_int(last, "last", minimum=2)
         if last > sizes.size:
             raise ValueError(f"last={last} but only {sizes.size} points were given")
         sizes, values = sizes[-last:], values[-last:]
@@ -157,9 +159,3 @@ def measure_scaling(
     )
     exponent = fit_loglog(sizes, seconds, last=fit_last)
     return ScalingResult(sizes=sizes, seconds=seconds, exponent=exponent, fit_last=fit_last)
-
-
-def _check_count(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an int >= {minimum}")
-    return int(value)

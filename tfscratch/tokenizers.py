@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .checks import check_text, check_texts, preview
 from .data import pad_sequences
 
 __all__ = ["CharTokenizer", "Tokenizer", "WordTokenizer"]
@@ -42,36 +43,6 @@ __all__ = ["CharTokenizer", "Tokenizer", "WordTokenizer"]
 _FILE_FORMAT = "tfscratch.tokenizer"
 _FILE_VERSION = 1
 _UNKNOWN_OPTIONS = ("unk", "error")
-
-
-def _preview(text: str, limit: int = 40) -> str:
-    """``repr`` of a text, shortened so an error message stays one readable line."""
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-def _check_text(text, argument: str = "text") -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{argument} must be a str, got {type(text).__name__} {text!r:.60}")
-    return text
-
-
-def _check_texts(texts, argument: str = "texts") -> list[str]:
-    # A lone string is iterable (over its characters), which would silently "work" and
-    # give a surprising answer, so it is refused outright.
-    if isinstance(texts, str):
-        raise TypeError(
-            f"{argument} must be a list of strings, got a single str {_preview(texts)}; "
-            f"wrap it in a list: [{_preview(texts)}]"
-        )
-    if not isinstance(texts, Iterable):
-        raise TypeError(f"{argument} must be a list of strings, got {type(texts).__name__}")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(
-                f"{argument}[{index}] must be a str, got {type(text).__name__} {text!r:.60}"
-            )
-    return texts
 
 
 class Tokenizer:
@@ -102,7 +73,7 @@ class Tokenizer:
                 (the four specials come first). Use ``fit`` to build it from a corpus.
         """
         if isinstance(vocab, str) and self.unit != "characters":
-            raise TypeError(f"vocab must be a list of tokens, got a single str {_preview(vocab)}")
+            raise TypeError(f"vocab must be a list of tokens, got a single str {preview(vocab)}")
         if not isinstance(vocab, Iterable):
             raise TypeError(f"vocab must be a list of str, got {type(vocab).__name__}")
         vocab = list(vocab)
@@ -145,7 +116,7 @@ class Tokenizer:
     def normalize(self, text: str) -> str:
         """The normal form of ``text``: ``decode(encode(normalize(t))) == normalize(t)``
         whenever every token of ``t`` is in the vocabulary."""
-        return self.join(self.split(_check_text(text)))
+        return self.join(self.split(check_text(text)))
 
     # -- building ------------------------------------------------------------------------
 
@@ -162,7 +133,7 @@ class Tokenizer:
             a tokenizer whose ordinary tokens are sorted (Python's string order), so the
             same corpus always gives the same ids, whatever order the texts came in.
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)):
             raise TypeError(f"min_count must be an int, got {min_count!r}")
         if min_count < 1:
@@ -197,7 +168,7 @@ class Tokenizer:
 
     def token_to_id(self, token: str) -> int:
         """The id of one token string (specials included, e.g. ``"<eos>" -> 2``)."""
-        _check_text(token, "token")
+        check_text(token, "token")
         if token not in self._token_to_id:
             raise ValueError(
                 f"token={token!r} is not in the vocabulary of {self.vocab_size} tokens; "
@@ -234,7 +205,7 @@ class Tokenizer:
         Returns:
             list of int, one per token (plus the requested specials).
         """
-        _check_text(text)
+        check_text(text)
         if unknown not in _UNKNOWN_OPTIONS:
             raise ValueError(f"unknown={unknown!r} is not an option; expected 'unk' or 'error'")
         tokens = self.split(text)
@@ -253,7 +224,7 @@ class Tokenizer:
         position = self._describe_position(text, where)
         others = f" (unknown here: {unknown_tokens})" if len(unknown_tokens) > 1 else ""
         raise ValueError(
-            f"unknown {self._symbol_word} {tokens[where]!r} at {position} of {_preview(text)}"
+            f"unknown {self._symbol_word} {tokens[where]!r} at {position} of {preview(text)}"
             f"{others}; the vocabulary has {len(self.vocab)} {self.unit} plus specials. "
             f"Use unknown='unk' to encode it as <unk>, or fit the tokenizer on text that has it"
         )
@@ -282,7 +253,7 @@ class Tokenizer:
 
     def _check_ids(self, ids, argument: str = "ids") -> list[int]:
         if isinstance(ids, str):
-            raise TypeError(f"{argument} must be a sequence of ints, got a str {_preview(ids)}")
+            raise TypeError(f"{argument} must be a sequence of ints, got a str {preview(ids)}")
         array = np.asarray(ids)
         if array.ndim != 1:
             raise ValueError(
@@ -320,7 +291,7 @@ class Tokenizer:
             pad_mask: bool ``(B, T)``, True where ``ids`` is padding (the ``key_padding_mask``
                 convention: True = blocked).
         """
-        texts = _check_texts(texts)
+        texts = check_texts(texts)
         encoded = [self.encode(text, add_bos, add_eos, unknown) for text in texts]
         return pad_sequences(encoded, self.pad_id, length=length)
 
@@ -411,7 +382,7 @@ class CharTokenizer(Tokenizer):
 
     @classmethod
     def split(cls, text: str) -> list[str]:
-        return list(_check_text(text))
+        return list(check_text(text))
 
     def join(self, tokens: Sequence[str]) -> str:
         return "".join(tokens)
@@ -447,7 +418,7 @@ class WordTokenizer(Tokenizer):
 
     @classmethod
     def split(cls, text: str) -> list[str]:
-        return cls._TOKEN_PATTERN.findall(_check_text(text))
+        return cls._TOKEN_PATTERN.findall(check_text(text))
 
     def join(self, tokens: Sequence[str]) -> str:
         return " ".join(tokens)

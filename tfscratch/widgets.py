@@ -25,10 +25,11 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from .checks import check_positive_int, check_token_ids
+from .checks import check_int, check_positive_int, check_seed, check_token_ids
 from .functional import causal_mask
 from .generate import generate
 from .models import DecoderLM
+from .module import evaluating
 from .tokenizers import Tokenizer
 from .viz import attention_heatmap
 
@@ -52,14 +53,6 @@ def _check_pair(model, tokenizer) -> None:
             f"tokenizer has vocab_size={tokenizer.vocab_size} but the model has "
             f"vocab_size={model.vocab_size}; use the tokenizer the model was trained with"
         )
-
-
-def _check_seed(seed) -> int | None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
-    if seed is not None and seed < 0:
-        raise ValueError(f"seed={seed!r} must be >= 0")
-    return None if seed is None else int(seed)
 
 
 def sample_names(
@@ -95,7 +88,7 @@ def sample_names(
     """
     _check_pair(model, tokenizer)
     n = check_positive_int(n, "n")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__} {prompt!r}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))):
@@ -156,16 +149,10 @@ def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray
         raise ValueError("tokens is empty; give at least one token id (e.g. the <bos> id)")
     n_layers, n_heads = len(model.blocks), model.config["n_heads"]
     for name, value, count in (("layer", layer, n_layers), ("head", head, n_heads)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        if not 0 <= value < count:
+        if not 0 <= check_int(value, name) < count:
             raise ValueError(f"{name}={value} must be in [0, {count}): this model has {count}")
-    was_training = model.training
-    model.eval()  # dropout off: the picture is the model's, not one random mask's
-    try:
+    with evaluating(model):  # dropout off: the picture is the model's, not one random mask's
         model(tokens[None, :])
-    finally:
-        model.train(was_training)
     return model.blocks[layer].attn.attn_weights[0, head].copy()
 
 

@@ -1,0 +1,260 @@
+"""The package runs the maths the notebooks teach, in one place, with no hidden side effects.
+
+These tests pin the structure issue "One maths" asks for: attention goes through
+``functional.scaled_dot_product_attention`` and its backward, the fused Q/K/V weight is the
+three projections' memory (not a copy), the package imports in layers without cycles, and
+``import tfscratch`` changes nothing outside the package.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfscratch
+from tfscratch import functional as F
+from tfscratch import gradcheck, nn
+from tfscratch.module import evaluating
+from tfscratch.optim import Adam
+
+from .conftest import GRAD_TOL, randomize
+
+PACKAGE = Path(tfscratch.__file__).parent
+
+
+# --- attention calls the function notebook 04 teaches ------------------------------------
+def test_multi_head_attention_runs_scaled_dot_product_attention_and_its_backward(monkeypatch):
+    calls = []
+    forward, backward = F.scaled_dot_product_attention, F.scaled_dot_product_attention_backward
+
+    def spy_forward(*args, **kwargs):
+        calls.append("forward")
+        return forward(*args, **kwargs)
+
+    def spy_backward(*args, **kwargs):
+        calls.append("backward")
+        return backward(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy_forward)
+    monkeypatch.setattr(F, "scaled_dot_product_attention_backward", spy_backward)
+    mha = nn.MultiHeadAttention(8, 2, seed=0)
+    out = mha(np.ones((1, 3, 8), np.float32), is_causal=True)
+    mha.backward(np.ones_like(out))
+    assert calls == ["forward", "backward"]
+
+
+def test_multi_head_attention_equals_split_attend_merge_by_hand(rng):
+    """Notebook 05's recipe, written out: project, split_heads, attend, merge_heads, out_proj."""
+    mha = randomize(nn.MultiHeadAttention(8, 2, seed=0, dtype=np.float64))
+    x = rng.standard_normal((2, 5, 8))
+    q, k, v = (x @ p.weight.data + p.bias.data for p in (mha.q_proj, mha.k_proj, mha.v_proj))
+    heads, weights = F.scaled_dot_product_attention(
+        *(nn.split_heads(t, 2) for t in (q, k, v)), mask=F.causal_mask(5)
+    )
+    expected = nn.merge_heads(heads) @ mha.out_proj.weight.data + mha.out_proj.bias.data
+    np.testing.assert_allclose(mha(x, is_causal=True), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mha.attn_weights, weights, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention_with_dropout_on_the_weights_matches_finite_differences(rng, masked):
+    q, k, v = (rng.standard_normal((2, 2, 4, 3)) for _ in range(3))
+    keep = F.dropout_mask((2, 2, 4, 4), 0.4, np.random.default_rng(0), dtype=np.float64)
+    mask = F.causal_mask(4) if masked else None
+    out, weights = F.scaled_dot_product_attention(q, k, v, mask, dropout_mask=keep)
+    np.testing.assert_allclose(out, (weights * keep) @ v, rtol=1e-12)
+    assert (weights.sum(-1) > 0.999).all()  # the weights are returned before dropout
+
+    def forward(q_, k_, v_):
+        return F.scaled_dot_product_attention(q_, k_, v_, mask, dropout_mask=keep)[0]
+
+    def backward(grad):
+        return F.scaled_dot_product_attention_backward(grad, q, k, v, weights, dropout_mask=keep)
+
+    assert gradcheck(forward, q, k, v, backward=backward) < GRAD_TOL
+
+
+# --- one fused Q/K/V weight, three views ---------------------------------------------------
+def _assert_views_alias_the_fused_weight(mha):
+    fused = mha._qkv_proj
+    D = mha.d_model
+    for index, projection in enumerate((mha.q_proj, mha.k_proj, mha.v_proj)):
+        columns = slice(index * D, (index + 1) * D)
+        assert np.shares_memory(projection.weight.data, fused.weight.data)
+        assert np.shares_memory(projection.weight.grad, fused.weight.grad)
+        assert np.shares_memory(projection.bias.data, fused.bias.data)
+        np.testing.assert_array_equal(projection.weight.data, fused.weight.data[:, columns])
+        np.testing.assert_array_equal(projection.bias.grad, fused.bias.grad[columns])
+
+
+def test_qkv_projections_are_views_of_one_fused_weight_after_load_step_and_save(tmp_path, rng):
+    model = tfscratch.DecoderLM(11, 8, 2, 2, max_len=8, seed=0)
+    for block in model.blocks:
+        _assert_views_alias_the_fused_weight(block.attn)
+
+    # load_state_dict writes into the views, so the fused weight sees the new values
+    state = {name: rng.standard_normal(value.shape) for name, value in model.state_dict().items()}
+    model.load_state_dict(state)
+    attn = model.blocks[0].attn
+    _assert_views_alias_the_fused_weight(attn)
+    np.testing.assert_allclose(
+        attn._qkv_proj.weight.data[:, 8:16], state["blocks.0.attn.k_proj.weight"], rtol=1e-6
+    )
+
+    # a training step updates the fused weight the forward uses
+    optimizer = Adam(model.parameters(), lr=0.1)
+    tokens = rng.integers(0, 11, (2, 6))
+    logits = model(tokens)
+    model.backward(np.ones_like(logits))
+    before = attn._qkv_proj.weight.data.copy()
+    optimizer.step()
+    _assert_views_alias_the_fused_weight(attn)
+    assert not np.array_equal(before, attn._qkv_proj.weight.data)
+
+    # save/load gives a model whose views alias its own fused weight, with the same outputs
+    tfscratch.save(model, tmp_path / "model.npz")
+    loaded = tfscratch.load(tmp_path / "model.npz")
+    for block in loaded.blocks:
+        _assert_views_alias_the_fused_weight(block.attn)
+    np.testing.assert_array_equal(loaded(tokens), model(tokens))
+
+
+def test_gradients_of_the_three_projections_land_in_the_fused_gradient(rng):
+    mha = nn.MultiHeadAttention(8, 2, seed=0, dtype=np.float64)
+    x = rng.standard_normal((2, 3, 8))
+    mha.backward(np.ones_like(mha(x)))
+    assert np.abs(mha.v_proj.weight.grad).sum() > 0
+    np.testing.assert_array_equal(mha._qkv_proj.weight.grad[:, 16:], mha.v_proj.weight.grad)
+
+
+def test_fused_weight_is_not_a_parameter_of_its_own():
+    names = nn.MultiHeadAttention(8, 2, seed=0).named_parameters()
+    assert list(names) == [
+        f"{p}.{leaf}"
+        for p in ("q_proj", "k_proj", "v_proj", "out_proj")
+        for leaf in ("weight", "bias")
+    ]
+
+
+# --- the faster formulas are the textbook ones -------------------------------------------
+def test_gelu_gate_through_exp_equals_the_tanh_formula(rng):
+    x = rng.standard_normal(1000) * 4
+    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+    np.testing.assert_allclose(F.tanh_gelu_gate(x), 0.5 * (1 + np.tanh(u)), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(F.gelu(x), 0.5 * x * (1 + np.tanh(u)), rtol=1e-12, atol=1e-15)
+
+
+def test_softmax_out_argument_writes_in_place(rng):
+    scores = rng.standard_normal((3, 5))
+    expected = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+    result = F.softmax(scores, out=scores)
+    assert result is scores
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)
+
+
+# --- modes ---------------------------------------------------------------------------------
+def test_evaluating_restores_the_previous_mode_even_after_an_error():
+    model = nn.FeedForward(4, 8, dropout=0.5, seed=0)
+    with pytest.raises(RuntimeError), evaluating(model):
+        assert not model.dropout.training
+        raise RuntimeError("boom")
+    assert model.training and model.dropout.training
+    model.eval()
+    with evaluating(model):
+        pass
+    assert not model.training
+
+
+# --- the import graph ------------------------------------------------------------------------
+def _package_imports() -> dict[str, set[str]]:
+    """Module -> the tfscratch modules it imports (at any depth of the file)."""
+    graph = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    imported.add(node.module.split(".")[0])
+                else:
+                    imported.update(alias.name for alias in node.names)
+        graph[path.stem] = imported
+    return graph
+
+
+def test_the_package_has_no_import_cycles():
+    graph = _package_imports()
+    state = {}
+
+    def visit(module, stack):
+        state[module] = "visiting"
+        for target in graph.get(module, ()):
+            if state.get(target) == "visiting":
+                pytest.fail(f"import cycle: {' -> '.join(stack + [module, target])}")
+            if target not in state:
+                visit(target, stack + [module])
+        state[module] = "done"
+
+    for module in graph:
+        if module not in state:
+            visit(module, [])
+
+
+def test_no_module_imports_another_modules_private_name():
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports {private} from .{node.module}"
+
+
+CORE = ("functional", "checks", "module", "layers", "positional", "attention", "blocks", "models")
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_numerical_core_imports_only_numpy(module):
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    outside = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__"
+    }
+    # scipy's erf is imported inside the exact GELU only (see functional._standard_normal_cdf)
+    allowed = {"numpy", "math", "collections", "contextlib", "scipy"}
+    assert outside <= allowed, f"{module} imports {outside - allowed}"
+
+
+def test_import_tfscratch_changes_nothing_outside_the_package():
+    """No allocator setting, no global random state, no warning filter at import."""
+    probe = """
+import ctypes, warnings, numpy as np
+looked_up = []
+class Spy(ctypes.CDLL):
+    def __getattr__(self, name):
+        looked_up.append(name)
+        return super().__getattr__(name)
+ctypes.CDLL = Spy
+state = np.random.get_state()[1].copy()
+filters = list(warnings.filters)
+import tfscratch, tfscratch.data, tfscratch.train
+assert "mallopt" not in looked_up, looked_up
+assert (np.random.get_state()[1] == state).all()
+assert warnings.filters == filters
+print("clean")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert result.stdout.strip() == "clean", result.stderr
+
+
+def test_tune_malloc_is_an_explicit_call_that_reports_whether_it_took_effect(monkeypatch):
+    monkeypatch.setenv("TFSCRATCH_NO_MALLOPT", "1")
+    assert tfscratch.tune_malloc() is False
