@@ -6,6 +6,11 @@ with one fused Q/K/V projection, tanh-GELU feed-forward), a final LayerNorm and 
 tied to the token embedding. :func:`copy_weights` loads a tfscratch model's weights, so the
 benchmarks can check that both compute the same logits before timing them.
 
+A second flavour, ``attention="nn.MultiheadAttention"``, builds each block's attention from
+``torch.nn.MultiheadAttention`` (the module a PyTorch user reaches for first) instead of
+``F.scaled_dot_product_attention`` on a hand-split fused projection; it is used for training
+only (that module has no KV cache).
+
 Generation uses a KV cache written by hand (preallocated ``(B, H, max_len, d_head)`` buffers,
 like ``tfscratch.attention.KVCache``), run under ``torch.inference_mode()``.
 
@@ -77,19 +82,48 @@ class TorchDecoderBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
 
 
+class TorchMultiheadAttentionBlock(TorchDecoderBlock):
+    """The same block with ``torch.nn.MultiheadAttention`` (fused in-projection inside)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int):
+        super().__init__(d_model, n_heads, d_ff)
+        del self.qkv, self.out_proj
+        self.mha = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+
+    def attention(self, h: torch.Tensor, cache: TorchKVCache | None) -> torch.Tensor:
+        if cache is not None:
+            raise ValueError("nn.MultiheadAttention has no KV cache: use the sdpa reference")
+        T = h.shape[1]
+        blocked = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)  # True = blocked
+        out, _ = self.mha(h, h, h, attn_mask=blocked, need_weights=False, is_causal=True)
+        return out
+
+
+ATTENTION_FLAVOURS = {
+    "sdpa": TorchDecoderBlock,
+    "nn.MultiheadAttention": TorchMultiheadAttentionBlock,
+}
+
+
 class TorchDecoderLM(nn.Module):
     """``tokens (B, T) -> logits (B, T, vocab_size)``; ``caches`` for cached generation."""
 
     def __init__(
-        self, vocab_size: int, d_model: int, n_heads: int, n_layers: int, d_ff: int, max_len: int
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int,
+        max_len: int,
+        attention: str = "sdpa",
     ):
         super().__init__()
         self.max_len = max_len
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Parameter(torch.zeros(max_len, d_model))
-        self.blocks = nn.ModuleList(
-            TorchDecoderBlock(d_model, n_heads, d_ff) for _ in range(n_layers)
-        )
+        block = ATTENTION_FLAVOURS[attention]
+        self.blocks = nn.ModuleList(block(d_model, n_heads, d_ff) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
 
     def new_kv_cache(self) -> list[TorchKVCache]:
@@ -105,8 +139,9 @@ class TorchDecoderLM(nn.Module):
         return F.linear(self.ln_f(x), self.tok_emb.weight)
 
 
-def from_tfscratch(model) -> TorchDecoderLM:
-    """A :class:`TorchDecoderLM` with the config and weights of a tfscratch ``DecoderLM``."""
+def from_tfscratch(model, attention: str = "sdpa") -> TorchDecoderLM:
+    """A :class:`TorchDecoderLM` with the config and weights of a tfscratch ``DecoderLM``;
+    ``attention`` is ``"sdpa"`` or ``"nn.MultiheadAttention"``."""
     config = model.config
     expected = {"pos": "learned", "norm": "pre", "activation": "gelu", "tie_weights": True}
     different = {key: config[key] for key in expected if config[key] != expected[key]}
@@ -119,6 +154,7 @@ def from_tfscratch(model) -> TorchDecoderLM:
         config["n_layers"],
         config["d_ff"],
         config["max_len"],
+        attention,
     )
     copy_weights(model, reference)
     return reference
@@ -142,20 +178,25 @@ def copy_weights(model, reference: TorchDecoderLM) -> None:
             put(theirs.weight, params[prefix + ours + ".gamma"])
             put(theirs.bias, params[prefix + ours + ".beta"])
         attn = prefix + "attn."
+        # nn.MultiheadAttention keeps the fused projection as in_proj_weight / in_proj_bias
+        fused = block.mha if hasattr(block, "mha") else None
+        qkv_weight = fused.in_proj_weight if fused is not None else block.qkv.weight
+        qkv_bias = fused.in_proj_bias if fused is not None else block.qkv.bias
+        out_proj = fused.out_proj if fused is not None else block.out_proj
         put(
-            block.qkv.weight,
+            qkv_weight,
             np.concatenate(
                 [params[attn + f"{name}.weight"] for name in ("q_proj", "k_proj", "v_proj")], axis=1
             ).T,
         )
         put(
-            block.qkv.bias,
+            qkv_bias,
             np.concatenate(
                 [params[attn + f"{name}.bias"] for name in ("q_proj", "k_proj", "v_proj")]
             ),
         )
         for ours, theirs in (
-            (attn + "out_proj", block.out_proj),
+            (attn + "out_proj", out_proj),
             (prefix + "ffn.fc1", block.fc1),
             (prefix + "ffn.fc2", block.fc2),
         ):

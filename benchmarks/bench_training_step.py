@@ -110,8 +110,9 @@ def time_phases(step, repeats: int) -> dict[str, float]:
     return {phase: median(seconds) for phase, seconds in timings.items()}
 
 
-def check_same_computation(torch, model, reference, inputs, targets) -> list[list[str]]:
-    """Logits, loss and the gradient of every parameter agree before anything is timed."""
+def check_same_computation(torch, model, reference, inputs, targets) -> list[str]:
+    """Logits, loss and the gradient of the tied embedding agree before anything is timed;
+    returns the three max abs differences, formatted."""
     from _torch_reference import copy_weights
 
     copy_weights(model, reference)
@@ -128,20 +129,15 @@ def check_same_computation(torch, model, reference, inputs, targets) -> list[lis
     grad_error = float(
         np.max(np.abs(model.tok_emb.weight.grad - reference.tok_emb.weight.grad.numpy()))
     )
-    rows = [
-        ["logits", f"{logits_error:.1e}"],
-        ["loss", f"{loss_error:.1e}"],
-        ["tok_emb gradient", f"{grad_error:.1e}"],
-    ]
+    errors = [f"{logits_error:.1e}", f"{loss_error:.1e}", f"{grad_error:.1e}"]
     # float32 through 4 layers: a few 1e-6 at most; a wrong weight copy gives ~1e-2
     if logits_error > 1e-4 or loss_error > 1e-5 or grad_error > 1e-5:
         raise SystemExit(
-            "tfscratch and PyTorch disagree (max abs differences: "
-            + ", ".join(f"{name} {value}" for name, value in rows)
-            + "); not timing two different computations"
+            "tfscratch and PyTorch disagree (max abs differences of logits, loss, tok_emb "
+            f"gradient: {', '.join(errors)}); not timing two different computations"
         )
     model.zero_grad()
-    return rows
+    return errors
 
 
 def main() -> None:
@@ -152,7 +148,14 @@ def main() -> None:
         default=10,
         help="alternating timing rounds (each: 5 steps of each framework)",
     )
+    parser.add_argument(
+        "--no-tune-malloc",
+        action="store_true",
+        help="leave glibc's allocator as it is (default: call tfscratch.tune_malloc(), as "
+        "tfscratch.train.train does)",
+    )
     args = parser.parse_args()
+    malloc_tuned = False if args.no_tune_malloc else tfscratch.tune_malloc()
 
     torch = load_torch()
     threads = numpy_blas_threads()
@@ -167,20 +170,25 @@ def main() -> None:
     model = tfscratch.DecoderLM(**CONFIG, seed=0)
     print(
         f"DecoderLM({', '.join(f'{k}={v}' for k, v in CONFIG.items())}): "
-        f"{model.num_parameters():,} parameters; batch {BATCH} x {SEQ_LEN} tokens, float32\n"
+        f"{model.num_parameters():,} parameters; batch {BATCH} x {SEQ_LEN} tokens, float32; "
+        f"tfscratch.tune_malloc() {'on' if malloc_tuned else 'off'}\n"
     )
 
     numpy_step = NumpyStep(model, inputs, targets)
     steps = {"tfscratch (NumPy)": numpy_step}
     if torch is not None:
-        from _torch_reference import from_tfscratch
+        from _torch_reference import ATTENTION_FLAVOURS, from_tfscratch
 
-        reference = from_tfscratch(model)
-        checks = check_same_computation(torch, model, reference, inputs, targets)
-        print("Same computation (max abs difference, tfscratch vs PyTorch):\n")
-        print(markdown_table(["quantity", "max abs diff"], checks))
+        checks = []
+        for flavour in ATTENTION_FLAVOURS:
+            reference = from_tfscratch(model, attention=flavour)
+            errors = check_same_computation(torch, model, reference, inputs, targets)
+            name = f"PyTorch eager ({flavour})"
+            checks.append([name, *errors])
+            steps[name] = TorchStep(torch, reference, inputs, targets)
+        print("Same computation (max abs difference from tfscratch):\n")
+        print(markdown_table(["reference", "logits", "loss", "tok_emb gradient"], checks))
         print()
-        steps["PyTorch eager"] = TorchStep(torch, reference, inputs, targets)
 
     # Whole steps, alternating frameworks round by round.
     for step in steps.values():
@@ -217,11 +225,17 @@ def main() -> None:
     print(f"Median of {args.rounds} rounds x 5 steps (phases: median of 7 steps each):\n")
     print(markdown_table(header, rows))
     if torch is not None:
-        ratios = [a / b for a, b in zip(*per_round.values())]
+        ours = per_round["tfscratch (NumPy)"]
+        print()
+        for name in list(steps)[1:]:
+            ratios = [a / b for a, b in zip(ours, per_round[name])]
+            print(
+                f"ratio tfscratch / {name} (time per step, median of per-round ratios): "
+                f"{median(ratios):.2f}"
+            )
         print(
-            f"\nratio tfscratch / PyTorch (time per step, median of per-round ratios): "
-            f"{median(ratios):.2f}  (<= 1.0: tfscratch is as fast or faster); "
-            f"threads: NumPy BLAS {threads}, PyTorch {torch.get_num_threads()}"
+            f"(<= 1.0: tfscratch is as fast or faster); threads: NumPy BLAS {threads}, "
+            f"PyTorch {torch.get_num_threads()}"
         )
     print()
 
