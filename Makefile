@@ -5,33 +5,89 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Reinstall only when the dependencies change.
-INSTALLED := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 LAB_ARGS ?=
+# The folder `make lab` opens (the browser test points it at a copy of notebooks/).
+LAB_DIR ?= notebooks
+CLASSROOM := build/classroom
 
-.PHONY: lab test test-package test-notebooks notebooks bench assignments lint clean
+# What each kind of user gets installed, once per change of pyproject.toml or
+# constraints.txt (a stamp file in the venv records it). Learners get JupyterLab and the
+# package; the tests add the test and dev tools and nbgrader; instructors add nbgrader.
+LEARNER_INSTALLED := $(VENV)/.installed-learner
+DEV_INSTALLED := $(VENV)/.installed-dev
+CLASSROOM_INSTALLED := $(VENV)/.installed-classroom
+# pip shows what it downloads and installs (no --quiet): the first run takes a few minutes.
+PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt
+
+# JupyterLab refuses to run as root ("Running as root is not recommended"), which is what
+# Docker containers and many cloud notebooks do: pass --allow-root there, and only there.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+# The learner's Lab hides nbgrader even when an instructor's command installed it in the
+# venv: jupyter/learner/ disables its JupyterLab extension (labconfig/page_config.json), and
+# the server extensions are switched off on the command line.
+LEARNER_CONFIG := $(abspath jupyter/learner)
+NO_NBGRADER_SERVER := --ServerApp.jpserver_extensions="{\
+'nbgrader.server_extensions.formgrader': False, \
+'nbgrader.server_extensions.assignment_list': False, \
+'nbgrader.server_extensions.course_list': False, \
+'nbgrader.server_extensions.validate_assignment': False}"
+
+.PHONY: lab formgrader test test-package test-notebooks test-browser test-binder notebooks \
+	bench bench-memory assignments lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "tfscratch needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
+	@echo "==> Creating a virtual environment in $(VENV)/ (first run only)"
 	$(PYTHON) -m venv $(VENV)
 
-$(INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[lab,test,classroom,dev]'
+$(LEARNER_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+	@echo "==> Installing tfscratch, JupyterLab and their dependencies into $(VENV)/ at the"
+	@echo "    versions of constraints.txt (first run, or after they change: a few minutes)"
+	$(PIP_INSTALL) -e '.[lab]'
+	@touch $@
+
+$(CLASSROOM_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+	@echo "==> Installing the instructor's tools (nbgrader, the 'classroom' extra) into $(VENV)/"
+	$(PIP_INSTALL) -e '.[lab,classroom]'
+	@touch $@
+
+$(DEV_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+	@echo "==> Installing tfscratch with its test, dev, classroom and browser-test tools into $(VENV)/"
+	$(PIP_INSTALL) -e '.[lab,test,classroom,dev,browser]'
 	@touch $@
 
 ## lab: open JupyterLab on the course (make lab LAB_ARGS="--no-browser --port 8890")
-lab: $(INSTALLED)
-	$(BIN)/jupyter lab notebooks/ $(LAB_ARGS)
+lab: $(LEARNER_INSTALLED)
+	@echo "==> Starting JupyterLab on $(LAB_DIR)/ (stop it with Ctrl-C, twice)"
+	JUPYTER_CONFIG_PATH="$(LEARNER_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab $(LAB_DIR) $(ALLOW_ROOT) $(NO_NBGRADER_SERVER) $(LAB_ARGS)
+
+## formgrader: (instructors) JupyterLab on the course directory with nbgrader's formgrader
+formgrader: $(CLASSROOM_INSTALLED)
+	@test -f $(CLASSROOM)/nbgrader_config.py || $(MAKE) --no-print-directory assignments
+	@echo "==> Starting JupyterLab on the course directory $(CLASSROOM)/ with nbgrader:"
+	@echo "    menu Nbgrader > Formgrader (or /formgrader) grades, collects and gives feedback"
+	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" \
+		$(abspath $(BIN))/jupyter lab $(ALLOW_ROOT) $(LAB_ARGS)
 
 ## test: ruff, the package tests, then every notebook under nbval
 test: lint test-package test-notebooks
 
-test-package: $(INSTALLED)
-	$(BIN)/python -m pytest tests
+test-package: $(DEV_INSTALLED)
+	$(BIN)/python -m pytest tests -m "not lab and not binder"
 
-test-notebooks: $(INSTALLED)
+## test-browser: the course in JupyterLab in headless Chromium (apt: chromium chromium-driver),
+## and `make lab` started as an unprivileged user; screenshots in build/browser/
+test-browser: $(DEV_INSTALLED)
+	$(BIN)/python -m pytest tests -m lab
+
+## test-binder: binder/requirements.txt into a fresh venv as repo2docker does (downloads)
+test-binder: $(DEV_INSTALLED)
+	$(BIN)/python -m pytest tests -m binder
+
+test-notebooks: $(DEV_INSTALLED)
 ifneq ($(NOTEBOOKS),)
 	$(BIN)/python -m pytest $(NBVAL) $(NOTEBOOKS)
 else
@@ -39,28 +95,31 @@ else
 endif
 
 ## notebooks: re-execute every notebook in place (outputs stored for nbval to compare)
-notebooks: $(INSTALLED)
+notebooks: $(DEV_INSTALLED)
 	$(BIN)/python notebooks/execute.py $(NOTEBOOKS)
 
 ## bench: the speed tables of benchmarks/README.md
-bench: $(INSTALLED)
+bench: $(DEV_INSTALLED)
 	$(BIN)/python benchmarks/bench_training_step.py
 	$(BIN)/python benchmarks/bench_generation.py
 	$(BIN)/python benchmarks/bench_attention_scaling.py
 
+## bench-memory: each notebook's kernel memory (peak, after the last cell) under nbclient
+bench-memory: $(DEV_INSTALLED)
+	$(BIN)/python benchmarks/bench_memory.py
+
 ## assignments: student versions of every notebook (nbgrader) in build/classroom/release/
-CLASSROOM := build/classroom
-assignments: $(INSTALLED)
+# nbgrader starts alembic (the gradebook's migrations) from PATH, so the venv goes first.
+assignments: $(CLASSROOM_INSTALLED)
 	rm -rf $(CLASSROOM)/source $(CLASSROOM)/release
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); mkdir -p $(CLASSROOM)/source/$$name && cp $$nb $(CLASSROOM)/source/$$name/; \
 	done
-	printf 'c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = "tfscratch"\n' > $(CLASSROOM)/nbgrader_config.py
-	# nbgrader starts alembic (the gradebook's migrations) from PATH, so the venv goes first.
+	cp classroom/nbgrader_config.py $(CLASSROOM)/nbgrader_config.py
 	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
-lint: $(INSTALLED)
+lint: $(DEV_INSTALLED)
 	$(BIN)/ruff check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
 	$(BIN)/ruff format --check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
 

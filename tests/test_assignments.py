@@ -117,3 +117,112 @@ def test_checking_cells_fail_until_solved_and_pass_with_the_solutions(student_no
             )
     for cell in solved.cells:
         assert not errors(cell), f"failed with the solutions:\n{cell.source}"
+
+
+# -- the grading round trip: release, submit, autograde, feedback --------------------------
+
+GRADED_NOTEBOOKS = [SHORT_NOTEBOOK, ROOT / "notebooks" / "03_layernorm_dropout_gelu.ipynb"]
+COURSE_CONFIG = ROOT / "classroom" / "nbgrader_config.py"
+
+
+def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in the course directory, as an instructor would."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [BIN / "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, check=True
+    )
+
+
+def solved(student: nbformat.NotebookNode, source: nbformat.NotebookNode):
+    """The student version with every answer cell written as in the instructor's notebook."""
+    answers = {
+        cell.metadata.nbgrader.grade_id: cell.source
+        for cell in source.cells
+        if nbgrader_role(cell) == "solution"
+    }
+    for cell in student.cells:
+        if nbgrader_role(cell) == "solution":
+            cell.source = answers[cell.metadata.nbgrader.grade_id]
+    return student
+
+
+@pytest.fixture(scope="module")
+def graded_course(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A course with two assignments, a student who solved them and one who did nothing."""
+    course = tmp_path_factory.mktemp("grading")
+    shutil.copy(COURSE_CONFIG, course / "nbgrader_config.py")
+    for notebook in GRADED_NOTEBOOKS:
+        (course / "source" / notebook.stem).mkdir(parents=True)
+        shutil.copy(notebook, course / "source" / notebook.stem)
+    logs = {"generate_assignment": nbgrader(course, "generate_assignment", "*", "--force").stderr}
+    for notebook in GRADED_NOTEBOOKS:
+        released = course / "release" / notebook.stem / notebook.name
+        for student in ("diligent", "idle"):
+            folder = course / "submitted" / student / notebook.stem
+            folder.mkdir(parents=True)
+            student_version = nbformat.read(released, as_version=4)
+            if student == "diligent":
+                solved(student_version, nbformat.read(notebook, as_version=4))
+            nbformat.write(student_version, folder / notebook.name)
+        logs[f"autograde {notebook.stem}"] = nbgrader(
+            course, "autograde", notebook.stem, "--create"
+        ).stderr
+        logs[f"feedback {notebook.stem}"] = nbgrader(
+            course, "generate_feedback", notebook.stem
+        ).stderr
+    return course, logs
+
+
+def scores(course: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {
+            (notebook.stem, student): (
+                gradebook.find_submission(notebook.stem, student).score,
+                gradebook.find_submission(notebook.stem, student).max_score,
+            )
+            for notebook in GRADED_NOTEBOOKS
+            for student in ("diligent", "idle")
+        }
+
+
+def test_a_correct_submission_scores_full_marks(graded_course):
+    course, _ = graded_course
+    for (assignment, student), (score, max_score) in scores(course).items():
+        if student == "diligent":
+            assert max_score >= 2 and score == max_score, (assignment, score, max_score)
+
+
+def test_an_untouched_submission_scores_zero(graded_course):
+    course, _ = graded_course
+    for (assignment, student), (score, max_score) in scores(course).items():
+        if student == "idle":
+            assert max_score >= 2 and score == 0, (assignment, score, max_score)
+
+
+def test_every_student_gets_html_feedback_with_the_score(graded_course):
+    course, _ = graded_course
+    for notebook in GRADED_NOTEBOOKS:
+        for student, expected in (("diligent", "Score:"), ("idle", "Score:")):
+            html = course / "feedback" / student / notebook.stem / f"{notebook.stem}.html"
+            assert html.is_file(), html
+            assert expected in html.read_text()
+
+
+# What is left on an instructor's screen, and whose it is: ipykernel 7 warns that every
+# kernel talks over local TCP without encryption, and nbconvert that the figures (matplotlib
+# pictures in the student's own outputs) have no alternative text.
+NOT_OURS = ("Kernel is running over TCP without encryption", "Alternative text is missing")
+
+
+def test_grading_prints_no_warning_of_ours(graded_course):
+    _, logs = graded_course
+    for step, log in logs.items():
+        assert "SAWarning" not in log, f"{step}:\n{log}"
+        warnings = [
+            line
+            for line in log.splitlines()
+            if ("Warning" in line or "WARNING" in line) and not any(w in line for w in NOT_OURS)
+        ]
+        assert warnings == [], f"{step}:\n" + "\n".join(warnings)

@@ -1,9 +1,10 @@
-"""The three dependency lists agree: pyproject.toml, environment.yml and binder/.
+"""The dependency lists agree: pyproject.toml, environment.yml and binder/requirements.txt.
 
 pyproject.toml keeps version ranges (so ``pip install tfscratch`` stays flexible);
 constraints.txt pins the exact versions the stored notebook outputs were made with; the
-conda files pin those same versions. A package added to one list and forgotten in another
-fails here, not on a learner's Binder.
+conda file and Binder's requirements pin those same versions. A package added to one list and
+forgotten in another fails here, not on a learner's Binder. (tests/test_binder.py installs
+Binder's file for real.)
 """
 
 from __future__ import annotations
@@ -65,7 +66,20 @@ def conda_pins(path: Path) -> dict[str, str]:
     return pins
 
 
-ENVIRONMENT_FILES = [ROOT / "environment.yml", ROOT / "binder" / "environment.yml"]
+ENVIRONMENT_FILES = [ROOT / "environment.yml"]
+BINDER_REQUIREMENTS = ROOT / "binder" / "requirements.txt"
+
+
+def requirements_pins(path: Path) -> dict[str, str]:
+    """Package -> pinned version from a pip requirements file (every line must pin)."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, separator, version = line.partition("==")
+            assert separator, f"{path.name}: {line!r} is not pinned with =="
+            pins[canonical(name)] = version
+    return pins
 
 
 @pytest.mark.parametrize("path", ENVIRONMENT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -103,6 +117,32 @@ def test_every_pyproject_package_is_pinned_in_constraints_txt():
         requirements += extra_requirements
     unpinned = {requirement_name(r) for r in requirements} - set(constraint_pins())
     assert not unpinned, f"not pinned in constraints.txt: {sorted(unpinned)}"
+
+
+def test_binder_requirements_pin_the_versions_of_constraints_txt():
+    pins, constraints = requirements_pins(BINDER_REQUIREMENTS), constraint_pins()
+    wrong = {
+        name: (v, constraints.get(name)) for name, v in pins.items() if v != constraints.get(name)
+    }
+    assert not wrong, f"binder/requirements.txt pinned (here, constraints.txt): {wrong}"
+
+
+def test_binder_requirements_hold_the_learners_packages_and_no_instructor_tools():
+    pins = requirements_pins(BINDER_REQUIREMENTS)
+    missing = pyproject_packages() - set(pins)
+    assert not missing, f"binder/requirements.txt misses {sorted(missing)}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for extra in ("classroom", "dev", "browser"):
+        tools = {requirement_name(r) for r in project["optional-dependencies"][extra]}
+        assert not tools & set(pins), f"Binder would install the {extra} extra: {tools & set(pins)}"
+
+
+def test_binder_uses_pip_with_the_python_of_the_environment_file():
+    # With binder/ present repo2docker ignores the root files; a binder/environment.yml
+    # would select its conda build instead of pip.
+    assert not (ROOT / "binder" / "environment.yml").exists()
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert runtime == f"python-{conda_pins(ROOT / 'environment.yml')['python']}"
 
 
 def test_binder_post_build_installs_the_repository_without_dependencies():

@@ -1,0 +1,286 @@
+"""The course in a real browser: `make lab`, headless Chromium, every notebook run in JupyterLab.
+
+What a learner sees is JupyterLab, not nbclient, so this test starts the Makefile's `make lab`
+(on a copy of notebooks/, so nothing in the repository is rewritten), opens each notebook
+in the system's Chromium (Debian's chromium and chromium-driver, driven by Selenium), runs
+all cells and checks:
+
+* no cell ends in an error, and the browser console has no SEVERE entry;
+* every widget output renders as a widget (no "Loading widget...", no text repr, no
+  "Error displaying widget"), and moving a slider changes what the widget shows;
+* the learner's Lab has no nbgrader interface even though nbgrader is in the venv.
+
+A screenshot of each notebook is saved in build/browser/. `make test-browser` runs this
+file (it is marked `lab`, which `make test` leaves out); `.ci/run` installs Chromium first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from .lab_server import ROOT, LabServer
+
+pytestmark = pytest.mark.lab
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOTS = ROOT / "build" / "browser"
+NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+RUN_ALL_TIMEOUT_S = 600
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# Flags for headless Chromium as root on a machine without a network: no sandbox (root),
+# and none of the background connections (updates, sync) it would otherwise keep trying.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("lab")
+    lab_dir = scratch / "notebooks"
+    shutil.copytree(
+        ROOT / "notebooks",
+        lab_dir,
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+    )
+    # expose_app_in_browser gives the test `window.jupyterapp`, JupyterLab's own command API.
+    # No "get notified about Jupyter news?" pop-up over the screenshots, and every cell of a
+    # notebook in the page (JupyterLab otherwise renders only the cells near the viewport).
+    settings = scratch / "settings" / "@jupyterlab"
+    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false"}'
+    )
+    (settings / "notebook-extension").mkdir(parents=True)
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        '{"windowingMode": "none"}'
+    )
+    server = LabServer(lab_dir, scratch, extra_args="--LabApp.expose_app_in_browser=True")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert CHROMIUM.exists() and CHROMEDRIVER.exists(), (
+        "the browser tests need Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver; .ci/run installs them)"
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.set_script_timeout(RUN_ALL_TIMEOUT_S)
+    yield driver
+    driver.quit()
+
+
+def severe_console_entries(driver) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def open_notebook(driver, lab, name: str) -> None:
+    driver.get(f"{lab.url}/lab/tree/{name}?token={lab.token}")
+    ready = """
+        const app = window.jupyterapp;
+        const panel = app && app.shell.currentWidget;
+        const kernel = panel && panel.sessionContext && panel.sessionContext.session
+            && panel.sessionContext.session.kernel;
+        return !!(panel && panel.context && panel.context.isReady
+            && panel.context.path.endsWith(arguments[0])
+            && kernel && kernel.status === 'idle');
+    """
+    wait_for(lambda: driver.execute_script(ready, name), 120, f"{name} and its kernel")
+
+
+def run_all_cells(driver) -> None:
+    """Run every cell through JupyterLab's own command and wait until the last one is done."""
+    finished = driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const app = window.jupyterapp;
+        app.commands.execute('notebook:run-all-cells').then(
+            () => done('ok'), (error) => done('failed: ' + error));
+        """
+    )
+    assert finished == "ok", finished
+    idle = """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const kernel = panel.sessionContext.session.kernel;
+        const cells = panel.content.widgets.filter((cell) => cell.model.type === 'code');
+        const running = cells.filter((cell) => cell.model.executionState === 'running');
+        return kernel.status === 'idle' && running.length === 0;
+    """
+    wait_for(lambda: driver.execute_script(idle), 120, "the kernel to finish")
+
+
+def cell_errors(driver) -> list[str]:
+    return driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const errors = [];
+        panel.content.widgets.forEach((cell, index) => {
+            if (cell.model.type !== 'code') return;
+            const outputs = cell.model.outputs.toJSON();
+            if (cell.model.executionCount === null && cell.model.sharedModel.source.trim())
+                errors.push(`cell ${index} did not run`);
+            outputs.filter((out) => out.output_type === 'error').forEach((out) =>
+                errors.push(`cell ${index}: ${out.ename}: ${out.evalue}`));
+        });
+        return errors;
+        """
+    )
+
+
+def widget_outputs(driver) -> list[dict]:
+    """Each output that holds a widget: whether it rendered as one, and its text."""
+    return driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const found = [];
+        panel.content.widgets.forEach((cell, index) => {
+            if (cell.model.type !== 'code') return;
+            const outputs = cell.model.outputs.toJSON();
+            const areas = cell.outputArea.node.querySelectorAll(
+                ':scope > .jp-OutputArea-child > .jp-OutputArea-output');
+            outputs.forEach((out, k) => {
+                if (!out.data || !(arguments[0] in out.data)) return;
+                const node = areas[k];
+                found.push({
+                    cell: index,
+                    mime: node ? node.getAttribute('data-mime-type') : null,
+                    rendered: !!(node && node.querySelector('.jupyter-widgets')),
+                    text: node ? node.innerText : '',
+                });
+            });
+        });
+        return found;
+        """,
+        WIDGET_MIME,
+    )
+
+
+def close_notebook(driver) -> None:
+    """Shut the kernel down (as Binder learners are told to) and close the tab unsaved."""
+    driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const app = window.jupyterapp;
+        const panel = app.shell.currentWidget;
+        panel.sessionContext.shutdown()
+            .then(() => { panel.context.model.dirty = false; panel.dispose(); done(); });
+        """
+    )
+
+
+def has_controls(name: str) -> bool:
+    """Whether the notebook shows one of tfscratch's widgets with sliders."""
+    source = (ROOT / "notebooks" / name).read_text()
+    return "SamplingPlayground(" in source or "AttentionExplorer(" in source
+
+
+def check_a_control_changes_the_output(driver, name: str) -> None:
+    """Press → on the first slider of the notebook's widget; the widget's text must change."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    widget = driver.execute_script(
+        """
+        const nodes = [...document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets')];
+        return nodes.find((node) => node.querySelector('.noUi-handle')) || null;
+        """
+    )
+    assert widget is not None, f"{name}: no widget with a slider on the page"
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", widget)
+    before = widget.text
+    handles = widget.find_elements(By.CSS_SELECTOR, ".noUi-handle")
+    assert handles, f"{name}: the widget has no slider"
+    # The "samples" slider (n); a bigger n shows more names, whatever the model samples.
+    sliders = widget.find_elements(By.CSS_SELECTOR, ".widget-slider")
+    labelled = [s for s in sliders if "samples" in s.text] or sliders
+    handle = labelled[0].find_element(By.CSS_SELECTOR, ".noUi-handle")
+    handle.click()
+    handle.send_keys(Keys.ARROW_RIGHT)
+    wait_for(lambda: widget.text != before, 30, f"{name}: the widget to react to its slider")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
+
+
+def test_learner_lab_shows_no_nbgrader(lab, browser):
+    assert importlib.util.find_spec("nbgrader"), "nbgrader must be in the venv for this test"
+    browser.get(f"{lab.url}/lab?token={lab.token}")
+    wait_for(lambda: browser.execute_script("return !!window.jupyterapp"), 60, "JupyterLab")
+    wait_for(
+        lambda: browser.execute_script(
+            "return document.querySelectorAll('.lm-MenuBar-itemLabel').length > 3"
+        ),
+        60,
+        "the menu bar",
+    )
+    plugins = browser.execute_script(
+        "return window.jupyterapp.listPlugins().filter("
+        "(id) => window.jupyterapp.isPluginActivated(id));"
+    )
+    assert plugins and not [p for p in plugins if "nbgrader" in p]
+    menus = browser.execute_script(
+        "return [...document.querySelectorAll('.lm-MenuBar-itemLabel')].map((e) => e.innerText);"
+    )
+    assert "Nbgrader" not in menus, menus
+    page = browser.find_element("tag name", "body").text
+    assert "Create Assignment" not in page and "Formgrader" not in page
+    assert lab.api("/formgrader")[0] == 404  # nbgrader's server extensions are off too
+    server_lines = [line for line in lab.log().splitlines() if line.startswith("[")]
+    assert not [line for line in server_lines if "nbgrader" in line.lower()], server_lines
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_in_jupyterlab(lab, browser, name):
+    browser.get_log("browser")  # start this notebook with an empty console log
+    open_notebook(browser, lab, name)
+    run_all_cells(browser)
+    try:
+        assert cell_errors(browser) == []
+        widgets = widget_outputs(browser)
+        for widget in widgets:
+            assert widget["rendered"], f"{name}: a widget did not render: {widget}"
+            assert "Loading widget" not in widget["text"], widget
+            assert "Error displaying widget" not in widget["text"], widget
+        if has_controls(name):
+            assert widgets, f"{name}: its widget did not appear"
+            check_a_control_changes_the_output(browser, name)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOTS / f"{Path(name).stem}.png"))
+        assert severe_console_entries(browser) == []
+    finally:
+        close_notebook(browser)
