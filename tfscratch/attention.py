@@ -142,10 +142,11 @@ class MultiHeadAttention(Module):
             is_causal: block keys after each query's position (offset by the cache length).
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
-        B, T_q, _ = x.shape
+        B, T_q, D = x.shape
         self._is_cross = context is not None
         if context is None:
-            q, k, v = np.split(self._qkv_proj(x), 3, axis=-1)  # one matmul: (B, T, 3D)
+            qkv = self._qkv_proj(x)  # one matmul: (B, T, 3D)
+            q, k, v = qkv[..., :D], qkv[..., D : 2 * D], qkv[..., 2 * D :]
         else:
             check_float_array(context, "context", ndim=3, last_dim=self.d_model)
             if context.shape[0] != B:
@@ -155,7 +156,8 @@ class MultiHeadAttention(Module):
             if kv_cache is not None:
                 raise ValueError("kv_cache is for self-attention; pass context=None with it")
             q = self.q_proj(x)
-            k, v = np.split(self._kv_proj(context), 2, axis=-1)
+            kv = self._kv_proj(context)  # (B, T_k, 2D)
+            k, v = kv[..., :D], kv[..., D:]
         q, k, v = (split_heads(part, self.n_heads) for part in (q, k, v))  # (B, H, T, d_head)
         offset = 0
         if kv_cache is not None:

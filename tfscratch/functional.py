@@ -35,7 +35,7 @@ def _dot_last(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _as_float(x) -> np.ndarray:
     """An array of floats (integers become float64), for the functions that work in place."""
     x = np.asarray(x)
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
 # --- softmax ----------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.
     x = _as_float(x)
     x_max = np.max(x, axis=axis, keepdims=True)
     # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
-    x_max[np.isneginf(x_max)] = 0.0
+    x_max[x_max == -np.inf] = 0.0
     exps = np.subtract(x, x_max, out=out)
     np.exp(exps, out=exps)  # in place: no second (..., T) temporary
     total = _sum_last(exps) if axis in (-1, x.ndim - 1) else np.sum(exps, axis, keepdims=True)
