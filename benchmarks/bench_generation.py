@@ -89,6 +89,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (median)")
     args = parser.parse_args()
+    tfscratch.tune_malloc()  # as tfscratch.train does; an explicit call since issue 11
     n_new = args.new_tokens
 
     torch = load_torch()

@@ -146,6 +146,7 @@ class MultiHeadAttention(Module):
         self._is_cross = context is not None
         if context is None:
             qkv = self._qkv_proj(x)  # one matmul: (B, T, 3D)
+            # notebook 05's np.split(qkv, 3, axis=-1), as three slices (views, no copy)
             q, k, v = qkv[..., :D], qkv[..., D : 2 * D], qkv[..., 2 * D :]
         else:
             check_float_array(context, "context", ndim=3, last_dim=self.d_model)
