@@ -15,6 +15,7 @@ from tfscratch.data import (
     batches,
     infinite_batches,
     lm_examples,
+    lm_windows,
     load_names,
     majority_dataset,
     number_pairs,
@@ -221,6 +222,46 @@ def test_lm_examples_too_long_text_names_text_and_block_size():
     pattern = r"block_size=8 is too short for 'christopher' \(11 characters \+ <bos>\)"
     with pytest.raises(ValueError, match=pattern):
         lm_examples(["emma", "christopher"], tok, block_size=8)
+
+
+def test_lm_windows_join_texts_with_bos_and_cut_rows_without_padding():
+    tok = CharTokenizer(vocab="aem")  # <bos>=1, <eos>=2, a=4, e=5, m=6
+    # Stream: <bos> e m m a <bos> a m <bos> m e (11 tokens); rows of 4 side by side.
+    X, Y = lm_windows(["emma", "am", "me"], tok, block_size=4)
+    np.testing.assert_array_equal(X, [[1, 5, 6, 6], [4, 1, 4, 6]])
+    np.testing.assert_array_equal(Y, [[5, 6, 6, 4], [2, 4, 6, 2]])
+    assert X.dtype == Y.dtype == np.int64
+
+
+def test_lm_windows_score_the_same_targets_as_lm_examples():
+    tok = CharTokenizer(vocab="aem")
+    texts = ["emma", "am", "me"]
+    X_rows, Y_rows = lm_examples(texts, tok, block_size=6)
+    X, Y = lm_windows(texts, tok, block_size=11)  # one row: the whole stream
+    scored = Y_rows != IGNORE_INDEX
+    np.testing.assert_array_equal(X[0], X_rows[scored])
+    np.testing.assert_array_equal(Y[0], Y_rows[scored])
+
+
+def test_lm_windows_stride_overlaps_rows():
+    tok = CharTokenizer(vocab="aem")
+    X, Y = lm_windows(["emma", "am", "me"], tok, block_size=4, stride=2)
+    assert X.shape == (4, 4)  # rows start at 0, 2, 4, 6 of 11 tokens
+    np.testing.assert_array_equal(X[1], [6, 6, 4, 1])
+    np.testing.assert_array_equal(Y[1], [6, 4, 2, 4])
+
+
+def test_lm_windows_without_partial_scoring_ignores_names_cut_by_the_row_start():
+    tok = CharTokenizer(vocab="aem")
+    _, Y = lm_windows(["emma", "am", "me"], tok, block_size=4, score_partial=False)
+    # Row 1 starts at the "a" of emma, whose <bos> is in row 0: that target is not scored.
+    np.testing.assert_array_equal(Y, [[5, 6, 6, 4], [IGNORE_INDEX, 4, 6, 2]])
+
+
+def test_lm_windows_block_longer_than_the_data_names_both():
+    tok = CharTokenizer(vocab="aem")
+    with pytest.raises(ValueError, match=r"block_size=12 is longer than the 11 tokens"):
+        lm_windows(["emma", "am", "me"], tok, block_size=12)
 
 
 def test_ignore_index_is_pytorchs_default():

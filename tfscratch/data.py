@@ -9,7 +9,8 @@ Real data, no downloads:
 * ``majority_dataset``: a synthetic classification task (which token is most frequent?).
 
 And the plumbing between text and a model: ``train_val_test_split``, ``lm_examples`` (inputs
-and shifted targets for a language model), ``pad_sequences``, ``batches``, ``infinite_batches``.
+and shifted targets for a language model, one row per text), ``lm_windows`` (the same over
+texts joined end to end), ``pad_sequences``, ``batches``, ``infinite_batches``.
 
 Everything random takes a ``seed`` and draws from its own ``numpy.random.Generator``, so the
 same seed gives the same data and NumPy's global random state is never touched.
@@ -35,6 +36,7 @@ __all__ = [
     "batches",
     "infinite_batches",
     "lm_examples",
+    "lm_windows",
     "load_names",
     "majority_dataset",
     "number_pairs",
@@ -411,6 +413,72 @@ def lm_examples(texts: Iterable[str], tokenizer, block_size: int) -> tuple[np.nd
         [[tokenizer.bos_id, *ids] for ids in encoded], tokenizer.pad_id, block_size
     )
     Y, _ = pad_sequences([[*ids, tokenizer.eos_id] for ids in encoded], IGNORE_INDEX, block_size)
+    return X, Y
+
+
+def lm_windows(
+    texts: Iterable[str],
+    tokenizer,
+    block_size: int,
+    stride: int | None = None,
+    score_partial: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and next-token targets from windows over the texts joined end to end (GPT style).
+
+    The texts are joined in the order given, each led by ``<bos>`` as in :func:`lm_examples`,
+    and cut into rows of ``block_size`` with no padding. For "emma", "liam", "ava" with
+    ``block_size=6``::
+
+        X:  <bos>  e   m   m   a  <bos> | l   i   a   m  <bos>  a  | ...
+        Y:    e    m   m   a <eos>  l   | i   a   m <eos>  a    v  | ...
+
+    Joined end to end, ``X`` is every row of :func:`lm_examples` without its padding and ``Y``
+    every row of targets, so the targets (each character, then the ``<eos>`` that ends the
+    text) are the same ones, and the loss means the same thing; none of a row is padding.
+    The model reads ``<bos>`` where one text ends and the next begins, as it does at the
+    start of every text it will be asked to continue. Join the texts in a random order (the
+    parts of :func:`train_val_test_split` are already shuffled): neighbours in a sorted list
+    share prefixes that a model would learn to copy.
+
+    Args:
+        texts: N strings.
+        tokenizer: anything with ``encode(text)``, ``bos_id`` and ``eos_id``.
+        block_size: columns T of every row.
+        stride: positions between the starts of consecutive rows (default ``block_size``:
+            rows side by side, each target in one row; smaller strides overlap). The tail
+            that does not fill a whole row is left out.
+        score_partial: also score the targets of a text whose ``<bos>`` lies before the
+            row's first column (the row starts inside it, so the model predicts from part of
+            the text). ``False`` sets them to ``IGNORE_INDEX`` (-100): every scored target
+            then sees its whole text so far, as it will when generating.
+
+    Returns:
+        X: int64 ``(R, block_size)``, R = ``(L - block_size) // stride + 1`` rows for L
+           tokens in all (the texts' lengths + 1 each).
+        Y: int64 ``(R, block_size)``: ``X`` shifted by one, ``<eos>`` where a text ends.
+    """
+    texts = check_texts(texts)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    stride = block_size if stride is None else check_int(stride, "stride", minimum=1)
+    encoded = [tokenizer.encode(text) for text in texts]
+    lengths = np.array([len(ids) + 1 for ids in encoded], dtype=np.int64)
+    n_tokens = int(lengths.sum())
+    if n_tokens < block_size:
+        raise ValueError(
+            f"block_size={block_size} is longer than the {n_tokens} tokens of all "
+            f"{len(texts)} texts joined; use block_size <= {n_tokens}"
+        )
+    bos, eos = [tokenizer.bos_id], [tokenizer.eos_id]
+    inputs = np.concatenate([np.asarray(bos + list(ids)) for ids in encoded]).astype(np.int64)
+    targets = np.concatenate([np.asarray(list(ids) + eos) for ids in encoded]).astype(np.int64)
+    # rows[r, t] is the stream position of column t of row r: one fancy index cuts them all.
+    row_starts = np.arange(0, n_tokens - block_size + 1, stride)
+    rows = row_starts[:, None] + np.arange(block_size)
+    X, Y = inputs[rows], targets[rows]
+    if not score_partial:
+        # Where each position's text begins in the stream; before the row's start = cut off.
+        text_starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        Y[text_starts[rows] < row_starts[:, None]] = IGNORE_INDEX
     return X, Y
 
 
