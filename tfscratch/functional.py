@@ -20,15 +20,24 @@ GELU_CUBIC = 0.044715
 GELU_APPROXIMATIONS = ("tanh", "none")
 
 
-# Sums over a short last axis (32 attention scores, 64 features) with ``np.sum`` loop once per
-# row and are about 5x slower than ``np.einsum``, which computes the same sums in one pass.
+# Sums over a short last axis (32 attention scores, 64 features): ``np.sum`` loops once per
+# row and is about 5x slower than ``np.einsum`` on a training batch; on the handful of values
+# of a one-token generation step einsum's fixed cost (parsing its subscripts) is the larger
+# one. Both compute the same sums; the size picks the faster.
+EINSUM_FROM_SIZE = 2048
+
+
 def _sum_last(x: np.ndarray) -> np.ndarray:
     """``x.sum(axis=-1, keepdims=True)``."""
+    if x.size < EINSUM_FROM_SIZE:
+        return np.add.reduce(x, axis=-1, keepdims=True)
     return np.einsum("...i->...", x)[..., None]
 
 
 def _dot_last(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``(x * y).sum(axis=-1, keepdims=True)`` without the ``x * y`` temporary."""
+    """``(x * y).sum(axis=-1, keepdims=True)``, without the ``x * y`` temporary when large."""
+    if x.size < EINSUM_FROM_SIZE:
+        return np.add.reduce(x * y, axis=-1, keepdims=True)
     return np.einsum("...i,...i->...", x, y)[..., None]
 
 

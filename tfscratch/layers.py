@@ -18,6 +18,8 @@ from .checks import (
 )
 from .module import Module, Parameter, check_dtype, make_rng
 
+ANY_RANK = (1, 2, 3, 4, 5)  # inputs (..., D) with up to four leading axes
+
 
 def _flatten_leading(x: np.ndarray) -> np.ndarray:
     """``(..., D)`` -> ``(N, D)``: one 2-D matmul is faster than a batched one."""
@@ -74,7 +76,7 @@ class Linear(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., d_in)`` -> ``(..., d_out)``."""
-        check_float_array(x, "x", ndim=tuple(range(1, 6)), last_dim=self.d_in)
+        check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.d_in)
         self._x = x
         # (B, T, d_in) @ W as one 2-D matmul over all B*T rows: one BLAS call, where a 3-D
         # operand would make NumPy loop over the batch.
@@ -127,7 +129,7 @@ class LayerNorm(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., dim)`` -> same shape."""
-        check_float_array(x, "x", ndim=tuple(range(1, 6)), last_dim=self.dim)
+        check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.dim)
         y, self._x_hat, self._inv_std = F.layer_norm_forward(
             x, self.gamma.data, self.beta.data, self.eps
         )

@@ -83,6 +83,13 @@ class Module:
 
     training: bool = True
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # module(x) is exactly module.forward(x) (no hooks, unlike PyTorch): make the class's
+        # __call__ its forward, so calling a layer costs no extra Python call.
+        if "forward" in vars(cls):
+            cls.__call__ = cls.forward
+
     def __call__(self, *inputs, **options):
         return self.forward(*inputs, **options)
 
