@@ -125,7 +125,7 @@ class EmbeddingStem:
         """Accumulate the embeddings' gradients; returns the prefix's gradient (or None)."""
         grad = self.dropout.backward(grad)
         if self.positions is not None:
-            grad = self.positions.backward(grad)  # x + P: the gradient passes unchanged
+            grad = self.positions.backward(grad)  # x + P: dx = grad (and learned P gathers it)
         self.tokens.backward(grad[:, prefix_length:])
         return grad[:, :prefix_length] if prefix_length else None
 
