@@ -56,7 +56,7 @@ $(CLASSROOM_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
 $(DEV_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
 	@echo "==> Installing tfscratch with its test, dev, classroom and browser-test tools into $(VENV)/"
 	$(PIP_INSTALL) -e '.[lab,test,classroom,dev,browser]'
-	@touch $@
+	@touch $@ $(LEARNER_INSTALLED) $(CLASSROOM_INSTALLED)  # a superset of both
 
 ## lab: open JupyterLab on the course (make lab LAB_ARGS="--no-browser --port 8890")
 lab: $(LEARNER_INSTALLED)
@@ -120,8 +120,8 @@ assignments: $(CLASSROOM_INSTALLED)
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 lint: $(DEV_INSTALLED)
-	$(BIN)/ruff check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
-	$(BIN)/ruff format --check tfscratch tests benchmarks notebooks/execute.py notebooks/conftest.py
+	$(BIN)/ruff check tfscratch tests benchmarks classroom notebooks/execute.py notebooks/conftest.py
+	$(BIN)/ruff format --check tfscratch tests benchmarks classroom notebooks/execute.py notebooks/conftest.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,8 +1,12 @@
 # nbgrader's configuration for the course directory (build/classroom/), copied there by
 # `make assignments`; nbgrader reads it from the directory it runs in.
+import re
 import warnings
 
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
+from nbgrader.preprocessors import GetGrades
 from sqlalchemy.exc import SAWarning
+from traitlets import Bool
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it loads this file)
 c.CourseDirectory.course_id = "tfscratch"
@@ -19,3 +23,46 @@ warnings.filterwarnings(
     "ignore", message=r"Object of type <\w+> not in session", category=SAWarning
 )
 
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
+
+
+class DescribeFigures(Preprocessor):
+    """Give every picture of the feedback an alternative text, for readers who cannot see it.
+
+    The course's notebooks follow each picture with prose that says what to see in it
+    (notebooks/README's house style), so a picture's description is the first sentence of
+    the markdown cell right after its code cell. Without it nbconvert writes "No description
+    has been provided for this image" and warns "Alternative text is missing on N image(s)".
+    """
+
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
+
+    def preprocess(self, nb, resources):
+        for index, cell in enumerate(nb.cells):
+            outputs = [
+                output
+                for output in cell.get("outputs", [])
+                if any(mime in output.get("data", {}) for mime in IMAGE_TYPES)
+            ]
+            if not outputs:
+                continue
+            following = nb.cells[index + 1] if index + 1 < len(nb.cells) else None
+            prose = following.source if following and following.cell_type == "markdown" else ""
+            description = first_sentence(prose) or f"The figure drawn by code cell {index + 1}."
+            for output in outputs:
+                for mime in IMAGE_TYPES:
+                    if mime in output.data:
+                        output.metadata.setdefault(mime, {})["alt"] = description
+        return nb, resources
+
+
+def first_sentence(markdown: str) -> str:
+    """The first sentence of a markdown paragraph, as plain text (at most 300 characters)."""
+    text = re.sub(r"[`*_#>]", "", markdown).strip()
+    text = " ".join(text.split())
+    match = re.match(r"(.+?[.!?])(\s|$)", text)
+    return (match.group(1) if match else text)[:300]
+
+
+c.GenerateFeedback.preprocessors = [GetGrades, DescribeFigures, CSSHTMLHeaderPreprocessor]

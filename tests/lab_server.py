@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT_S = 180  # `make lab` may first install the learner's packages
+START_TIMEOUT_S = 600  # `make lab` may first create the venv and install the packages
 
 
 def free_port() -> int:
@@ -39,7 +39,19 @@ def get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
 class LabServer:
     """`make lab` serving ``lab_dir`` on 127.0.0.1, with a known token."""
 
-    def __init__(self, lab_dir: Path, scratch: Path, extra_args: str = "", command=None):
+    def __init__(
+        self,
+        lab_dir: Path,
+        scratch: Path,
+        extra_args: str = "",
+        command=None,
+        root: Path = ROOT,
+        python: str | None = None,
+    ):
+        """``command`` wraps the make command line (e.g. to run it as another user);
+        ``root`` is the repository whose Makefile runs; ``python`` the one that makes its
+        venv when there is none yet."""
+        self.root = root
         self.port = free_port()
         self.token = os.urandom(16).hex()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -48,8 +60,10 @@ class LabServer:
             f"--no-browser --ip=127.0.0.1 --port={self.port} "
             f"--IdentityProvider.token={self.token} {extra_args}"
         )
-        make = ["make", "--no-print-directory", "-C", str(ROOT), "lab"]
+        make = ["make", "--no-print-directory", "-C", str(root), "lab"]
         make += [f"LAB_DIR={lab_dir}", f"LAB_ARGS={lab_args}"]
+        if python:
+            make.append(f"PYTHON={python}")
         self.command = (command or (lambda argv: argv))(make)
         self.env = {
             **os.environ,
