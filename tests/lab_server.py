@@ -1,4 +1,4 @@
-"""Start `make lab` on a free port and wait until JupyterLab answers (used by the Lab tests).
+"""Start `make lab` (or `make formgrader`) on a free port and wait until JupyterLab answers.
 
 The server runs the Makefile's own command, so what is tested is what a learner starts.
 Everything the server writes outside the notebooks' folder (runtime files, workspaces,
@@ -47,10 +47,13 @@ class LabServer:
         command=None,
         root: Path = ROOT,
         python: str | None = None,
+        target: str = "lab",
+        make_vars: tuple[str, ...] = (),
     ):
         """``command`` wraps the make command line (e.g. to run it as another user);
         ``root`` is the repository whose Makefile runs; ``python`` the one that makes its
-        venv when there is none yet."""
+        venv when there is none yet; ``target`` the make target (``lab``, ``formgrader``)
+        and ``make_vars`` more ``NAME=value`` settings for it."""
         self.root = root
         self.port = free_port()
         self.token = os.urandom(16).hex()
@@ -60,8 +63,8 @@ class LabServer:
             f"--no-browser --ip=127.0.0.1 --port={self.port} "
             f"--IdentityProvider.token={self.token} {extra_args}"
         )
-        make = ["make", "--no-print-directory", "-C", str(root), "lab"]
-        make += [f"LAB_DIR={lab_dir}", f"LAB_ARGS={lab_args}"]
+        make = ["make", "--no-print-directory", "-C", str(root), target]
+        make += [f"LAB_DIR={lab_dir}", f"LAB_ARGS={lab_args}", *make_vars]
         if python:
             make.append(f"PYTHON={python}")
         self.command = (command or (lambda argv: argv))(make)

@@ -1,0 +1,43 @@
+"""`make formgrader`: the instructor's JupyterLab, rooted at the course directory, with nbgrader.
+
+The learner's Lab hides nbgrader; the instructor's command must show it, on the course:
+this test points `make formgrader` at an empty course directory, so it first makes the
+student versions (`make assignments`), then starts JupyterLab there, and checks that the
+server's files are the course's and that nbgrader's formgrader lists all ten assignments.
+Marked `lab`: `make test-browser` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .lab_server import ROOT, LabServer
+
+pytestmark = pytest.mark.lab
+
+NOTEBOOKS = sorted(path.stem for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture
+def formgrader(tmp_path):
+    course = tmp_path / "classroom"
+    server = LabServer(course, tmp_path, target="formgrader", make_vars=(f"CLASSROOM={course}",))
+    server.course = course
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_formgrader_opens_jupyterlab_on_the_course_with_every_assignment(formgrader):
+    status, body = formgrader.api("/api/contents")
+    assert status == 200
+    names = {item["name"] for item in json.loads(body)["content"]}
+    assert {"nbgrader_config.py", "source", "release"} <= names, names
+    status, body = formgrader.api("/formgrader/api/assignments")
+    assert status == 200, body
+    assignments = {entry["name"] for entry in json.loads(body)}
+    assert assignments == set(NOTEBOOKS)
+    for name in NOTEBOOKS:
+        assert (formgrader.course / "release" / name / f"{name}.ipynb").is_file()
