@@ -385,7 +385,12 @@ def test_seq2seq_batch_feeds_a_translation_model_and_its_loss():
         ([[4, 5]], [[6], [7]], ValueError, r"src_ids has 1 sequences but tgt_ids has 2"),
         ([], [], ValueError, r"at least one pair"),
         ([[4], []], [[5], [6]], ValueError, r"src_ids\[1\] is empty"),
-        ([[4, -1]], [[5]], ValueError, r"src_ids\[0\] holds the negative id -1"),
+        (
+            [[4, -1]],
+            [[5]],
+            ValueError,
+            r"src_ids\[0\] contains token id -1 at \[1\]; expected ids >= 0",
+        ),
         ([[4]], [[5.5]], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
         ([[4]], ["hola"], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
         ("hello", [[5]], TypeError, r"src_ids must be a list of token id lists, got str"),

@@ -166,7 +166,7 @@ def test_linear_rejects_bad_activations(bad, error, message):
 @pytest.mark.parametrize(
     "ids, error, message",
     [
-        (np.array([[0, 7]]), ValueError, "token id 7, outside \\[0, 6\\)"),
+        (np.array([[0, 7]]), ValueError, "token id 7 at \\[0, 1\\]; expected ids in \\[0, 6\\)"),
         (np.array([[-1, 2]]), ValueError, "token id -1"),
         (np.array([[0.0, 2.0]]), TypeError, "integer token ids"),
     ],

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .checks import check_positive_int, check_seed, check_token_id
+from .checks import check_positive_int, check_seed, check_token_id, check_token_ids
 from .data import IGNORE_INDEX
 
 __all__ = ["BigramModel", "uniform_loss"]
@@ -42,24 +42,10 @@ def uniform_loss(vocab_size: int) -> float:
     return math.log(vocab_size)
 
 
-def _check_token_array(array, name: str, vocab_size: int, allow_ignore: bool) -> np.ndarray:
-    array = np.asarray(array)
-    if array.size and not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer token ids, got dtype {array.dtype}")
-    valid = (array >= 0) & (array < vocab_size)
-    if allow_ignore:
-        valid |= array == IGNORE_INDEX
-    if not valid.all():
-        bad = tuple(int(i) for i in np.argwhere(~valid)[0])
-        allowed = f"0..{vocab_size - 1}" + (f" or {IGNORE_INDEX}" if allow_ignore else "")
-        raise ValueError(f"{name}[{bad}]={int(array[bad])} is not a token id {allowed}")
-    return array.astype(np.int64)
-
-
 def _aligned_pairs(X, Y, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
     """The (previous, next) token pairs of aligned inputs and targets, ignored targets dropped."""
-    X = _check_token_array(X, "X", vocab_size, allow_ignore=False)
-    Y = _check_token_array(Y, "Y", vocab_size, allow_ignore=True)
+    X = check_token_ids(np.asarray(X), "X", vocab_size).astype(np.int64)
+    Y = check_token_ids(np.asarray(Y), "Y", vocab_size, ignore_index=IGNORE_INDEX).astype(np.int64)
     if X.shape != Y.shape:
         raise ValueError(f"X and Y must have the same shape, got X {X.shape} and Y {Y.shape}")
     # In lm_examples' layout Y[b, t] is the token that follows X[b, t], so the pairs are

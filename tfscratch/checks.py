@@ -103,29 +103,49 @@ def check_float_array(x, name: str, ndim: int | tuple[int, ...], last_dim: int |
     return x
 
 
-def check_token_ids(tokens, name: str, vocab_size: int, ndim: int | None = None) -> np.ndarray:
-    """Integer token ids in ``[0, vocab_size)``; lists are accepted and converted."""
+def check_token_ids(
+    tokens,
+    name: str,
+    vocab_size: int | None,
+    ndim: int | None = None,
+    ignore_index: int | None = None,
+) -> np.ndarray:
+    """Integer token ids in ``[0, vocab_size)`` (only ``>= 0`` when ``vocab_size`` is None),
+    or equal to ``ignore_index`` if given; lists are accepted and converted. The error names
+    the first id out of range and where it is."""
     if isinstance(tokens, (list, tuple)):
         tokens = np.asarray(tokens)
         if tokens.size == 0:
             tokens = tokens.astype(np.int64)
     if not isinstance(tokens, np.ndarray):
         raise TypeError(f"{name} must be an integer array of token ids, got {describe(tokens)}")
-    if tokens.dtype.kind not in "iu":
+    if tokens.size and tokens.dtype.kind not in "iu":
         raise TypeError(
             f"{name} must hold integer token ids, got dtype {tokens.dtype} "
             f"(shape {tokens.shape}); convert with .astype(np.int64)"
         )
     if ndim is not None and tokens.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tokens.shape}")
-    if tokens.size:
-        low, high = int(tokens.min()), int(tokens.max())
-        if low < 0 or high >= vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(
-                f"{name} contains token id {bad}, outside [0, {vocab_size}) for a vocabulary "
-                f"of {vocab_size}"
-            )
+    if not tokens.size:
+        return tokens
+    # min/max first: two cheap reductions in the usual case where every id is fine
+    low, high = int(tokens.min()), int(tokens.max())
+    if low >= 0 and (vocab_size is None or high < vocab_size) and ignore_index is None:
+        return tokens
+    valid = tokens >= 0 if vocab_size is None else (tokens >= 0) & (tokens < vocab_size)
+    if ignore_index is not None:
+        valid |= tokens == ignore_index
+    if not valid.all():
+        where = tuple(int(i) for i in np.argwhere(~valid)[0])
+        expected = "ids >= 0" if vocab_size is None else f"ids in [0, {vocab_size})"
+        if vocab_size is not None:
+            expected += f" (a vocabulary of {vocab_size})"
+        if ignore_index is not None:
+            expected += f" or {ignore_index} (ignored)"
+        position = ", ".join(map(str, where))
+        raise ValueError(
+            f"{name} contains token id {int(tokens[where])} at [{position}]; expected {expected}"
+        )
     return tokens
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import check_int, check_seed, check_texts
+from .checks import check_int, check_seed, check_texts, check_token_ids
 
 __all__ = [
     "IGNORE_INDEX",
@@ -499,11 +499,7 @@ def _check_id_lists(seqs, name: str) -> list[np.ndarray]:
             raise TypeError(
                 f"{name}[{index}] must be a 1-D sequence of int token ids, got {seq!r:.60}"
             )
-        if row.size and row.min() < 0:
-            raise ValueError(
-                f"{name}[{index}] holds the negative id {int(row.min())}; token ids are >= 0"
-            )
-        rows.append(row.astype(np.int64))
+        rows.append(check_token_ids(row, f"{name}[{index}]", vocab_size=None).astype(np.int64))
     return rows
 
 

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .checks import check_text, check_texts, preview
+from .checks import check_text, check_texts, check_token_ids, preview
 from .data import pad_sequences
 
 __all__ = ["CharTokenizer", "Tokenizer", "WordTokenizer"]
@@ -260,16 +260,7 @@ class Tokenizer:
                 f"{argument} must be one sequence (1-D), got shape {array.shape}; "
                 "decode one row at a time, e.g. [tok.decode(row) for row in batch]"
             )
-        if array.size and not np.issubdtype(array.dtype, np.integer):
-            raise TypeError(f"{argument} must hold ints, got dtype {array.dtype}: {ids!r:.60}")
-        bad = np.flatnonzero((array < 0) | (array >= self.vocab_size))
-        if bad.size:
-            first = int(bad[0])
-            raise ValueError(
-                f"{argument}[{first}]={int(array[first])} is out of range; "
-                f"this vocabulary has ids 0..{self.vocab_size - 1}"
-            )
-        return [int(i) for i in array]
+        return [int(i) for i in check_token_ids(array, argument, self.vocab_size)]
 
     def encode_batch(
         self,
