@@ -112,7 +112,8 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.25):
 
 
 def open_notebook(driver, lab, name: str) -> None:
-    driver.get(f"{lab.url}/lab/tree/{name}?token={lab.token}")
+    # ?reset: a fresh workspace, so the notebooks closed before are not restored (with kernels)
+    driver.get(f"{lab.url}/lab/tree/{name}?reset&token={lab.token}")
     ready = """
         const app = window.jupyterapp;
         const panel = app && app.shell.currentWidget;
@@ -274,6 +275,8 @@ def test_learner_lab_shows_no_nbgrader(lab, browser):
     assert "Nbgrader" not in menus, menus
     page = browser.find_element("tag name", "body").text
     assert "Create Assignment" not in page and "Formgrader" not in page
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "00_learner_lab.png"))
     assert lab.api("/formgrader")[0] == 404  # nbgrader's server extensions are off too
     server_lines = [line for line in lab.log().splitlines() if line.startswith("[")]
     assert not [line for line in server_lines if "nbgrader" in line.lower()], server_lines
