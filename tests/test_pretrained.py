@@ -58,8 +58,10 @@ def test_names_model_has_a_sane_config(shipped, names_split):
     assert config["vocab_size"] == tokenizer.vocab_size == 30
     longest = max(len(name) for names in names_split for name in names)
     assert config["max_len"] == longest + 1, "room for <bos> and the longest name"
-    assert config["dtype"] == "float32" and config["dropout"] == 0.0
+    assert config["dtype"] == "float32"
     assert config["d_model"] % config["n_heads"] == 0
+    # The config records the dropout it was trained with; dropout acts only in train mode.
+    assert 0.0 <= config["dropout"] < 0.5
     assert not model.training, "a loaded model is returned in eval mode"
 
 
