@@ -275,6 +275,13 @@ def test_learner_lab_shows_no_nbgrader(lab, browser):
     assert "Nbgrader" not in menus, menus
     page = browser.find_element("tag name", "body").text
     assert "Create Assignment" not in page and "Formgrader" not in page
+    wait_for(
+        lambda: browser.execute_script(
+            "return document.querySelectorAll('.jp-DirListing-item').length > 0"
+        ),
+        60,
+        "the file browser",
+    )
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "00_learner_lab.png"))
     assert lab.api("/formgrader")[0] == 404  # nbgrader's server extensions are off too
@@ -299,6 +306,7 @@ def test_notebook_runs_in_jupyterlab(lab, browser, name):
             check_a_control_changes_the_output(browser, name)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(SCREENSHOTS / f"{Path(name).stem}.png"))
-        assert severe_console_entries(browser) == []
+        severe = severe_console_entries(browser)
+        assert not severe, "SEVERE browser console entries:\n" + "\n".join(severe)
     finally:
         close_notebook(browser)
