@@ -228,7 +228,8 @@ def has_controls(name: str) -> bool:
 
 
 def check_a_control_changes_the_output(driver, name: str) -> None:
-    """Press → on the first slider of the notebook's widget; the widget's text must change."""
+    """Type a prompt in the widget's text box, then press → on its "samples" slider: the
+    widget's output (its HTML part, the sampled names) must follow each change."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -239,18 +240,38 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
         """
     )
     assert widget is not None, f"{name}: no widget with a slider on the page"
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", widget)
-    before = widget.text
-    handles = widget.find_elements(By.CSS_SELECTOR, ".noUi-handle")
-    assert handles, f"{name}: the widget has no slider"
-    # The "samples" slider (n); a bigger n shows more names, whatever the model samples.
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
+    output = widget.find_element(By.CSS_SELECTOR, ".widget-html-content")
+
+    # The notebook leaves the playground with the prompt "em1" (a symbol the model does
+    # not know, shown as a message): a new prompt must bring back names that start with it.
+    def names():  # read in one script: the list is re-rendered on every update
+        return driver.execute_script(
+            "return [...arguments[0].querySelectorAll('li')].map((li) => li.innerText.trim());",
+            output,
+        )
+
+    boxes = widget.find_elements(By.CSS_SELECTOR, ".widget-text")
+    prompts = [box for box in boxes if box.text.strip().startswith("prompt")]
+    assert prompts, f"{name}: no 'prompt' box in {[box.text for box in boxes]}"
+    prompt = prompts[0].find_element(By.CSS_SELECTOR, "input")
+    prompt.clear()
+    prompt.send_keys("ma", Keys.ENTER)
+    wait_for(
+        lambda: names() and all(sample.startswith("ma") for sample in names()),
+        30,
+        f"{name}: names starting with the new prompt 'ma'",
+    )
+
+    # The "samples" slider (n): one step to the right, one more name in the list.
+    count = len(names())
     sliders = widget.find_elements(By.CSS_SELECTOR, ".widget-slider")
-    labelled = [s for s in sliders if "samples" in s.text] or sliders
+    labelled = [s for s in sliders if "samples" in s.text]
+    assert labelled, f"{name}: no 'samples' slider in {[s.text for s in sliders]}"
     handle = labelled[0].find_element(By.CSS_SELECTOR, ".noUi-handle")
     handle.click()
     handle.send_keys(Keys.ARROW_RIGHT)
-    wait_for(lambda: widget.text != before, 30, f"{name}: the widget to react to its slider")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
+    wait_for(lambda: len(names()) == count + 1, 30, f"{name}: {count + 1} names after the slider")
 
 
 def test_learner_lab_shows_no_nbgrader(lab, browser):
