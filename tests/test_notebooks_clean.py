@@ -97,6 +97,28 @@ def test_outputs_hold_no_errors_warnings_or_absolute_paths(notebook):
                 assert "application/vnd.jupyter.widget-state+json" not in output.get("data", {})
 
 
+# tqdm's text frame, e.g. "names: 100%|##########| 2400/2400 [01:56<00:00, ...]"
+PROGRESS_FRAME = re.compile(r"(\d+)%\|.*?\| *(\d+)/(\d+)")
+
+
+def test_stored_progress_bars_are_finished(notebook):
+    """A reader on GitHub or nbviewer sees the text a progress bar was stored with: it must be
+    the finished bar, not the first frame (tfscratch.train re-sends the bar when it ends)."""
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            for frame in PROGRESS_FRAME.finditer(output_text(output)):
+                percent, done, total = (int(group) for group in frame.groups())
+                assert percent == 100 and done == total, (
+                    f"cell {index} stores an unfinished progress bar: {frame.group(0)!r}"
+                )
+
+
+def test_progress_frame_pattern_reads_a_tqdm_bar():
+    first = PROGRESS_FRAME.search("names:   0%|          | 0/2400 [00:00<?, ?it/s]")
+    last = PROGRESS_FRAME.search("names: 100%|##########| 2400/2400 [01:56<00:00, 20.6it/s]")
+    assert first.groups() == ("0", "0", "2400") and last.groups() == ("100", "2400", "2400")
+
+
 def test_exercises_are_in_nbgrader_format(notebook):
     """At least two exercises: a solution cell, then a locked checking cell that asserts."""
     cells = notebook.cells

@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+from IPython.display import display
 from tqdm.auto import tqdm
+from tqdm.notebook import tqdm as notebook_tqdm
 
 from .checkpoint import save
 from .checks import check_positive_int
@@ -162,6 +164,25 @@ def _validation_source(val_batches) -> Callable[[], Iterable]:
     return lambda: val_batches
 
 
+def _progress_bar(steps: int, desc: str, progress: bool):
+    """tqdm's bar: a widget in Jupyter, text in a terminal. In Jupyter it is shown through a
+    display handle, so that :func:`_show_final_state` can replace the first frame."""
+    if not (progress and issubclass(tqdm, notebook_tqdm)):
+        return tqdm(total=steps, desc=desc, disable=not progress, leave=True)
+    bar = tqdm(total=steps, desc=desc, leave=True, display=False)
+    bar.display_handle = display(bar.container, display_id=True)
+    return bar
+
+
+def _show_final_state(bar) -> None:
+    """Re-send a notebook bar once it has finished. A saved notebook keeps, next to the widget,
+    the text of the frame it was displayed with: without this, the 0% frame, which is what a
+    reader sees on GitHub or nbviewer."""
+    handle = getattr(bar, "display_handle", None)
+    if handle is not None:
+        handle.update(bar.container)
+
+
 def train(
     model: Module,
     optimizer,
@@ -231,7 +252,7 @@ def train(
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
     tune_malloc()  # see tfscratch.malloc: keeps freed temporaries for the next step
-    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=True)
+    bar = _progress_bar(steps, desc, progress)
     with in_mode(model, training=True), bar:
         for step in range(1, steps + 1):
             try:
@@ -272,6 +293,7 @@ def train(
             bar.set_postfix(postfix, refresh=False)
             bar.update(1)
 
+    _show_final_state(bar)
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     if best_step is not None:
         history.attrs["best_val_loss"] = best_val
