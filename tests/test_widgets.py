@@ -1,6 +1,8 @@
 """tfscratch.widgets: the pure callbacks, then the widgets built headless and driven by hand."""
 
+import base64
 import html
+import inspect
 import re
 from pathlib import Path
 
@@ -12,10 +14,17 @@ import numpy as np
 import pytest
 
 import tfscratch
+import tfscratch.widgets
 from tfscratch import DecoderLM, generate
 from tfscratch import functional as F
 from tfscratch.tokenizers import CharTokenizer
-from tfscratch.widgets import AttentionExplorer, SamplingPlayground, attention_for, sample_names
+from tfscratch.widgets import (
+    AttentionExplorer,
+    SamplingPlayground,
+    StaticViewBox,
+    attention_for,
+    sample_names,
+)
 
 from .conftest import randomize
 
@@ -283,6 +292,111 @@ def test_explorer_rejects_examples_it_cannot_encode(model, tokenizer):
         AttentionExplorer(model, tokenizer, ["abcdefghijk"])
     with pytest.raises(ValueError, match="examples"):
         AttentionExplorer(model, tokenizer, "emma")
+
+
+# --------------------------------------------------------------------------- static views
+
+
+def test_playground_static_view_lists_the_settings_and_the_names(model, tokenizer):
+    playground = SamplingPlayground(model, tokenizer, temperature=0.8, top_p=0.9, n=3, prompt="k")
+    view = playground.static_view()
+    settings = "temperature 0.8, top-k off, top-p 0.9, seed 0, 3 samples, prompt 'k'"
+    assert view["text/plain"] == f"SamplingPlayground ({settings}):\n" + ", ".join(playground.names)
+    assert html.escape(settings) in view["text/html"]
+    for name in playground.names:
+        assert f"<code><b>k</b>{html.escape(name[1:])}</code>" in view["text/html"]
+    assert playground.static_view_metadata() == {
+        "tfscratch": {"static_view_of": "SamplingPlayground", "error": None}
+    }
+
+
+def test_playground_static_view_shows_an_error_and_flags_it(model, tokenizer):
+    playground = SamplingPlayground(model, tokenizer, n=2)
+    playground.prompt.value = "K!"
+    view = playground.static_view()
+    assert "error: prompt='K!' cannot be encoded" in view["text/plain"]
+    assert "prompt=&#x27;K!&#x27; cannot be encoded" in view["text/html"]
+    assert "<li>" not in view["text/html"]  # no stale names beside the error
+    assert playground.static_view_metadata()["tfscratch"]["error"] == playground.error
+    playground.prompt.value = "k"
+    assert playground.static_view_metadata()["tfscratch"]["error"] is None
+
+
+def test_explorer_static_view_is_the_heatmap_and_the_weights(model, tokenizer):
+    explorer = AttentionExplorer(model, tokenizer, ["emma"], layer=1, head=2)
+    view = explorer.static_view()
+    assert base64.b64decode(view["image/png"]) == bytes(explorer.image.value)
+    title, header, *rows = view["text/plain"].splitlines()
+    assert title.startswith("AttentionExplorer: layer 1, head 2, 'emma'")
+    assert header.split() == ["<bos>", "e", "m", "m", "a"]
+    assert [row.split()[0] for row in rows] == ["<bos>", "e", "m", "m", "a"]
+    for i, row in enumerate(rows):  # row i: query i over keys 0..i, the future left blank
+        shown = [float(value) for value in row.split()[1:]]
+        np.testing.assert_allclose(shown, explorer.weights[i, : i + 1], atol=0.005)
+
+
+class FakeHandle:
+    """Stands in for IPython's DisplayHandle: records what each update sent."""
+
+    def __init__(self, sent):
+        self.sent = sent
+
+    def update(self, data, metadata=None, raw=False):
+        self.sent.append(("update", data, metadata))
+
+
+@pytest.fixture
+def displayed(monkeypatch):
+    """Replace IPython's display in tfscratch.widgets; return the list of what it was sent."""
+    sent = []
+
+    def fake_display(data, metadata=None, raw=False, display_id=None):
+        assert raw  # bundles are sent as they are, not formatted again
+        sent.append(("display", data, metadata))
+        return FakeHandle(sent) if display_id else None
+
+    monkeypatch.setattr(tfscratch.widgets, "display", fake_display)
+    return sent
+
+
+def test_displaying_a_widget_shows_it_then_its_static_view(model, tokenizer, displayed):
+    playground = SamplingPlayground(model, tokenizer, n=2)
+    playground._ipython_display_()
+    (_, live, _), (_, static, metadata) = displayed
+    assert "application/vnd.jupyter.widget-view+json" in live
+    assert live["text/plain"].startswith("SamplingPlayground: a live widget")
+    assert "text/html" not in live  # the widget output stays a widget: the view is separate
+    assert static == playground.static_view() and metadata == playground.static_view_metadata()
+
+
+def test_the_static_view_follows_every_update(model, tokenizer, displayed):
+    explorer = AttentionExplorer(model, tokenizer, ["emma", "olivia"])
+    explorer._ipython_display_()
+    explorer._ipython_display_()  # shown twice: both places follow
+    del displayed[:]
+    explorer.example.value = "olivia"  # a dropdown change calls update()
+    assert [kind for kind, _, _ in displayed] == ["update", "update"]
+    assert displayed[-1][1] == explorer.static_view()
+    assert "'olivia'" in displayed[-1][1]["text/plain"]
+
+
+def test_a_widget_never_displayed_refreshes_nothing(model, tokenizer, displayed):
+    SamplingPlayground(model, tokenizer, n=2).update()
+    assert displayed == []
+
+
+def test_every_widget_of_the_package_has_a_static_view():
+    boxes = [
+        cls
+        for _, cls in inspect.getmembers(tfscratch.widgets, inspect.isclass)
+        if cls.__module__ == "tfscratch.widgets"
+        and issubclass(cls, tfscratch.widgets.widgets.Widget)
+    ]
+    assert {cls.__name__ for cls in boxes} >= {"SamplingPlayground", "AttentionExplorer"}
+    for cls in boxes:
+        assert issubclass(cls, StaticViewBox), cls.__name__
+        if cls is not StaticViewBox:
+            assert cls.static_view is not StaticViewBox.static_view, cls.__name__
 
 
 def test_nothing_in_the_package_imports_the_widgets():

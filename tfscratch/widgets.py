@@ -11,18 +11,26 @@ imports it. Each widget is split in two:
 
 Their ``update()`` method is the handler the controls call; it can be called directly, which
 is how the tests (and a notebook running headless, where nobody moves a slider) drive them.
-In a saved notebook a widget shows only its text repr, so a notebook asserts on the
-callback's results, never on the widget's picture.
+A notebook asserts on what ``update()`` stored (``names``, ``weights``), never on pixels.
+
+A saved notebook keeps a live widget only as a model id: on GitHub, on nbviewer, or in Lab
+without a kernel, it shows nothing of the widget's state. So both widgets derive from
+:class:`StaticViewBox`: displayed in a notebook, they show the live widget and, right after
+it, a **static view** of their state (the settings and sampled names as HTML and text; the
+heatmap as a PNG), which every ``update()`` refreshes through a display handle. The stored
+notebook therefore shows each widget's last state, e.g. after Run All.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 from collections.abc import Sequence
 
 import ipywidgets as widgets
 import numpy as np
+from IPython.display import display
 from matplotlib.figure import Figure
 
 from .checks import check_int, check_positive_int, check_seed, check_token_ids
@@ -33,7 +41,13 @@ from .module import evaluating
 from .tokenizers import Tokenizer
 from .viz import attention_heatmap
 
-__all__ = ["AttentionExplorer", "SamplingPlayground", "attention_for", "sample_names"]
+__all__ = [
+    "AttentionExplorer",
+    "SamplingPlayground",
+    "StaticViewBox",
+    "attention_for",
+    "sample_names",
+]
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -159,6 +173,57 @@ def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray
 # --------------------------------------------------------------------------- wiring
 
 
+class StaticViewBox(widgets.VBox):
+    """A ``VBox`` that, displayed in a notebook, also shows a static view of its state.
+
+    ``display(box)`` (or ``box`` as the last line of a cell) makes two outputs: the live
+    widget, then :meth:`static_view`, a plain mimebundle (``text/plain`` with ``text/html`` or
+    ``image/png``) sent through a display handle. :meth:`refresh_static_view`, which a
+    subclass calls at the end of every ``update()``, re-sends it, so the view follows the
+    widget and a saved notebook stores the last state. Outside a notebook nothing is
+    displayed and the refresh does nothing.
+
+    The view's output metadata, ``{"tfscratch": {"static_view_of": <class>, "error": ...}}``,
+    says which widget it shows and whether that widget shows an error (``error`` is the
+    message, ``None`` when the settings are valid), so a test can check a stored notebook.
+
+    Subclasses implement ``update()``, :meth:`static_view` and set ``error``.
+    """
+
+    error: str | None = None
+
+    def static_view(self) -> dict[str, str]:
+        """The widget's current state as a mimebundle that renders without a kernel."""
+        raise NotImplementedError
+
+    def static_view_metadata(self) -> dict:
+        return {"tfscratch": {"static_view_of": type(self).__name__, "error": self.error}}
+
+    def refresh_static_view(self) -> None:
+        """Re-send the static view to every place this widget was displayed."""
+        for handle in getattr(self, "_static_view_handles", []):
+            handle.update(self.static_view(), metadata=self.static_view_metadata(), raw=True)
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """The live widget; its text says where the state is (instead of a cut-off repr)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = (
+            f"{type(self).__name__}: a live widget (it needs a running kernel); "
+            "its state is shown below"
+        )
+        return bundle
+
+    def _ipython_display_(self) -> None:
+        # IPython calls this instead of _repr_mimebundle_: the widget, then its static view.
+        display(self._repr_mimebundle_(), raw=True)
+        handle = display(
+            self.static_view(), metadata=self.static_view_metadata(), raw=True, display_id=True
+        )
+        if not hasattr(self, "_static_view_handles"):
+            self._static_view_handles = []
+        self._static_view_handles.append(handle)
+
+
 def _names_html(names: Sequence[str], prompt: str) -> str:
     """Names as an HTML list, the prompt part in bold so the continuation stands out."""
     items = []
@@ -173,11 +238,21 @@ def _names_html(names: Sequence[str], prompt: str) -> str:
     return f"<ol style='columns: 3'>{''.join(items)}</ol>"
 
 
-def _error_html(error: Exception) -> str:
+def _error_html(error: Exception | str) -> str:
     return f"<p style='color: #b00020'>{html.escape(str(error))}</p>"
 
 
-class SamplingPlayground(widgets.VBox):
+def _settings_text(settings: dict) -> str:
+    """The playground's settings in words: 'temperature 1.0, top-k off, ... prompt 'em''."""
+    top_k = settings["top_k"] or "off"
+    top_p = round(settings["top_p"], 2) if settings["top_p"] < 1.0 else "off"
+    return (
+        f"temperature {round(settings['temperature'], 2)}, top-k {top_k}, top-p {top_p}, "
+        f"seed {settings['seed']}, {settings['n']} samples, prompt {settings['prompt']!r}"
+    )
+
+
+class SamplingPlayground(StaticViewBox):
     """Sliders for temperature, top-k, top-p, seed and number of samples, a prompt box, and
     the sampled names below them.
 
@@ -186,7 +261,9 @@ class SamplingPlayground(widgets.VBox):
     of the last bad setting (``None`` when the settings were fine): a bad prompt shows its
     error in the output instead of raising in the middle of the learner's interaction.
 
-    Display it as the last expression of a cell (``SamplingPlayground(model, tok)``).
+    Display it as the last expression of a cell (``SamplingPlayground(model, tok)``); below
+    the live widget, its static view lists the settings and the names (see
+    :class:`StaticViewBox`).
     """
 
     def __init__(
@@ -262,12 +339,28 @@ class SamplingPlayground(widgets.VBox):
         except (TypeError, ValueError) as error:
             self.names, self.error = [], str(error)
             self.output.value = _error_html(error)
-            return
-        self.error = None
-        self.output.value = _names_html(self.names, settings["prompt"])
+        else:
+            self.error = None
+            self.output.value = _names_html(self.names, settings["prompt"])
+        self.refresh_static_view()
+
+    def static_view(self) -> dict[str, str]:
+        """The settings and the sampled names (or the error), as text and HTML."""
+        settings = _settings_text(self.settings())
+        if self.error is not None:
+            return {
+                "text/plain": f"SamplingPlayground ({settings}): error: {self.error}",
+                "text/html": f"<p>SamplingPlayground, {html.escape(settings)}:</p>"
+                + _error_html(self.error),
+            }
+        return {
+            "text/plain": f"SamplingPlayground ({settings}):\n" + ", ".join(self.names),
+            "text/html": f"<p>SamplingPlayground, {html.escape(settings)}:</p>"
+            + _names_html(self.names, self.prompt.value),
+        }
 
 
-class AttentionExplorer(widgets.VBox):
+class AttentionExplorer(StaticViewBox):
     """Dropdowns for layer, head and example text; the head's attention heatmap below.
 
     Every change calls :meth:`update`, which calls :func:`attention_for` on ``<bos>`` plus
@@ -276,6 +369,8 @@ class AttentionExplorer(widgets.VBox):
     holds the last ``(T, T)`` array, ``labels`` its tokens and ``figure`` the last Figure.
 
     The Figure is made without pyplot, so a notebook does not also draw it below the widget.
+    Below the live widget its static view is the same picture, with the weights as text (see
+    :class:`StaticViewBox`).
     """
 
     def __init__(
@@ -347,3 +442,20 @@ class AttentionExplorer(widgets.VBox):
         figure.savefig(buffer, format="png", dpi=90)
         self.figure = figure
         self.image.value = buffer.getvalue()
+        self.refresh_static_view()
+
+    def static_view(self) -> dict[str, str]:
+        """The heatmap (PNG, base64 as notebooks store it) and the weights as a text table."""
+        width = max(len(label) for label in self.labels)
+        header = " " * width + " " + " ".join(f"{label:>{width}}" for label in self.labels)
+        rows = [
+            f"{label:>{width}} "
+            + " ".join(f"{value:>{width}.2f}" for value in row[: i + 1])  # the future: blank
+            for i, (label, row) in enumerate(zip(self.labels, self.weights, strict=True))
+        ]
+        title = f"AttentionExplorer: layer {self.layer.value}, head {self.head.value}, "
+        title += f"{self.example.value!r} (row = query, column = key)"
+        return {
+            "text/plain": "\n".join([title, header, *rows]),
+            "image/png": base64.b64encode(self.image.value).decode("ascii"),
+        }
