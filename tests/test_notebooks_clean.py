@@ -2,8 +2,10 @@
 
 nbval checks that every stored output is reproduced; this file checks what nbval cannot:
 that the stored notebooks are the course (all ten, in order), carry no stray metadata or
-widget state, show no errors, warnings or machine-specific paths, and that their "Your
-turn" exercises are in nbgrader's format so `make assignments` can make student versions.
+widget state, show no errors, warnings or machine-specific paths, read well without a kernel
+(finished progress bars, a static view beside every widget, no widget left in an error
+state), and that their "Your turn" exercises are in nbgrader's format so
+`make assignments` can make student versions.
 """
 
 from __future__ import annotations
@@ -117,6 +119,83 @@ def test_progress_frame_pattern_reads_a_tqdm_bar():
     first = PROGRESS_FRAME.search("names:   0%|          | 0/2400 [00:00<?, ?it/s]")
     last = PROGRESS_FRAME.search("names: 100%|##########| 2400/2400 [01:56<00:00, 20.6it/s]")
     assert first.groups() == ("0", "0", "2400") and last.groups() == ("100", "2400", "2400")
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+# Mime types a page without a kernel renders as a picture of state (GitHub, nbviewer).
+STATIC_MIMES = ("text/html", "image/png")
+
+
+def is_widget(output) -> bool:
+    return WIDGET_VIEW in output.get("data", {})
+
+
+def static_view(outputs, index: int) -> str | None:
+    """What a reader without a kernel sees of the widget stored at ``outputs[index]``, or None.
+
+    Without a kernel (GitHub, nbviewer) a widget output shows at best its ``text/plain``; for
+    an ipywidgets box that is its repr, ``SamplingPlayground(children=(HBox(...`` cut after
+    110 characters, which shows nothing of its state. A widget output has a static view when
+
+    * its own text is a progress-bar frame: tqdm's widget stores the text of its bar
+      (``names: 100%|##########| 2400/2400 [00:27<00:00, loss=2.1]``), a complete rendering
+      of its state (``test_stored_progress_bars_are_finished`` requires it to be finished); or
+    * the next output of the same cell is not a widget and holds HTML or a PNG: the static
+      view that tfscratch.widgets displays right after each of its widgets and updates when
+      the widget's state changes (the settings and names, the heatmap).
+    """
+    text = str(outputs[index].get("data", {}).get("text/plain", ""))
+    if PROGRESS_FRAME.search(text):
+        return text
+    if index + 1 < len(outputs):
+        following = outputs[index + 1]
+        data = following.get("data", {})
+        if not is_widget(following) and any(mime in data for mime in STATIC_MIMES):
+            return str(data.get("text/plain", ""))
+    return None
+
+
+def test_every_stored_widget_has_a_static_view(notebook):
+    for index, cell in enumerate(notebook.cells):
+        outputs = cell.get("outputs", [])
+        for k, output in enumerate(outputs):
+            if is_widget(output):
+                text = str(output.data.get("text/plain", ""))[:80]
+                assert static_view(outputs, k) is not None, (
+                    f"cell {index} stores a widget with no static view (its text: {text!r}); "
+                    "display the state beside it (tfscratch.widgets does this for its widgets)"
+                )
+
+
+def test_stored_static_views_show_no_error(notebook):
+    """tfscratch.widgets marks each static view with the widget's error (None when its
+    settings are valid): a notebook must not leave a widget showing an error message."""
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            marker = output.get("metadata", {}).get("tfscratch", {})
+            if "static_view_of" in marker:
+                assert marker["error"] is None, (
+                    f"cell {index} leaves its {marker['static_view_of']} in an error state: "
+                    f"{marker['error']!r}; restore valid settings before the notebook ends"
+                )
+
+
+def test_static_view_rule_on_made_up_outputs():
+    def display(data, metadata=None):
+        return nbformat.v4.new_output("display_data", data=data, metadata=metadata or {})
+
+    widget = {WIDGET_VIEW: {"model_id": "0", "version_major": 2, "version_minor": 0}}
+    bare = display({**widget, "text/plain": "SamplingPlayground(children=(HBox(children=…"})
+    bar = display({**widget, "text/plain": "names: 100%|##########| 2400/2400 [00:27<00:00]"})
+    names = display({"text/plain": "1. emma", "text/html": "<ol><li>emma</li></ol>"})
+    figure = display({"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="})
+    assert static_view([bare], 0) is None
+    assert static_view([bare, bare], 0) is None  # another widget is not a view of it
+    assert static_view([bare, display({"text/plain": "ok"})], 0) is None  # plain text: a repr?
+    assert static_view([names, bare], 1) is None  # a view is *after* its widget
+    assert static_view([bare, names], 0) == "1. emma"
+    assert static_view([bare, figure], 0) == "<Figure>"
+    assert static_view([bar], 0).startswith("names: 100%")
 
 
 def test_exercises_are_in_nbgrader_format(notebook):
