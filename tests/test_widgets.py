@@ -302,12 +302,17 @@ def test_playground_static_view_lists_the_settings_and_the_names(model, tokenize
     view = playground.static_view()
     settings = "temperature 0.8, top-k off, top-p 0.9, seed 0, 3 samples, prompt 'k'"
     assert view["text/plain"] == f"SamplingPlayground ({settings}):\n" + ", ".join(playground.names)
-    assert html.escape(settings) in view["text/html"]
-    for name in playground.names:
-        assert f"<code><b>k</b>{html.escape(name[1:])}</code>" in view["text/html"]
+    shown = ", ".join(f"<b>k</b>{html.escape(name[1:])}" for name in playground.names)
+    assert view["text/html"] == (
+        f"<p><small>Static view · SamplingPlayground: {html.escape(settings)}</small><br>"
+        f"<code>{shown}</code></p>"
+    )
     assert playground.static_view_metadata() == {
         "tfscratch": {"static_view_of": "SamplingPlayground", "error": None}
     }
+    no_prompt = SamplingPlayground(model, tokenizer, n=2)
+    assert "<b>" not in no_prompt.static_view()["text/html"]  # nothing to bold
+    assert ", ".join(map(html.escape, no_prompt.names)) in no_prompt.static_view()["text/html"]
 
 
 def test_playground_static_view_shows_an_error_and_flags_it(model, tokenizer):
@@ -316,7 +321,7 @@ def test_playground_static_view_shows_an_error_and_flags_it(model, tokenizer):
     view = playground.static_view()
     assert "error: prompt='K!' cannot be encoded" in view["text/plain"]
     assert "prompt=&#x27;K!&#x27; cannot be encoded" in view["text/html"]
-    assert "<li>" not in view["text/html"]  # no stale names beside the error
+    assert "<code>" not in view["text/html"]  # no stale names beside the error
     assert playground.static_view_metadata()["tfscratch"]["error"] == playground.error
     playground.prompt.value = "k"
     assert playground.static_view_metadata()["tfscratch"]["error"] is None

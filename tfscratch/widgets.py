@@ -345,18 +345,23 @@ class SamplingPlayground(StaticViewBox):
         self.refresh_static_view()
 
     def static_view(self) -> dict[str, str]:
-        """The settings and the sampled names (or the error), as text and HTML."""
+        """The settings and the sampled names (or the error), as text and HTML.
+
+        One compact paragraph, not a second copy of the widget's list: in a live notebook it
+        sits right below the widget.
+        """
         settings = _settings_text(self.settings())
+        caption = f"<small>Static view · SamplingPlayground: {html.escape(settings)}</small>"
         if self.error is not None:
             return {
                 "text/plain": f"SamplingPlayground ({settings}): error: {self.error}",
-                "text/html": f"<p>SamplingPlayground, {html.escape(settings)}:</p>"
-                + _error_html(self.error),
+                "text/html": caption + _error_html(self.error),
             }
+        prompt = f"<b>{html.escape(self.prompt.value)}</b>" if self.prompt.value else ""
+        shown = [prompt + html.escape(name.removeprefix(self.prompt.value)) for name in self.names]
         return {
             "text/plain": f"SamplingPlayground ({settings}):\n" + ", ".join(self.names),
-            "text/html": f"<p>SamplingPlayground, {html.escape(settings)}:</p>"
-            + _names_html(self.names, self.prompt.value),
+            "text/html": f"<p>{caption}<br><code>{', '.join(shown)}</code></p>",
         }
 
 
