@@ -17,6 +17,14 @@ are column views of one ``(D, 3D)`` Linear, so the fused weight needs no concate
 every update of the three is an update of it. There is no Python loop over heads, batch or
 positions.
 
+Rotary positions (``pos="rope"``, notebook 12): built with ``rotary=`` a
+:class:`~tfscratch.positional.RotaryPositionalEmbedding`, self-attention turns the queries
+and keys of the new positions by their positions right after :func:`split_heads` (before
+they enter the KV cache, so cached keys keep the rotation of their own positions), and the
+backward turns their gradients back. Cross-attention never rotates: its queries (target
+positions) and keys (source positions) count positions in two different sequences, so
+their distance means nothing.
+
 Mask convention: boolean, **True = blocked**. ``mask`` broadcasts to ``(B, H, T_q, T_k)``;
 padding goes in ``key_padding_mask`` ``(B, T_k)``.
 """
@@ -36,6 +44,7 @@ from .checks import (
 )
 from .layers import Dropout, Linear
 from .module import Module, make_rng
+from .positional import RotaryPositionalEmbedding
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
@@ -98,6 +107,10 @@ class MultiHeadAttention(Module):
     returns ``(B, T_q, d_model)`` and keeps the attention weights in ``.attn_weights``
     ``(B, H, T_q, T_k)``. ``backward`` returns ``dx`` (self-attention) or ``(dx, dcontext)``
     (cross-attention). ``attn_dropout`` drops attention weights (training only).
+
+    ``rotary``: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` with
+    ``d_head = d_model / n_heads`` (no parameters; a model shares one between its layers) to
+    rotate the queries and keys of self-attention by their positions, or None (default).
     """
 
     def __init__(
@@ -107,6 +120,7 @@ class MultiHeadAttention(Module):
         bias: bool = True,
         dropout: float = 0.0,
         *,
+        rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
         dtype=np.float32,
@@ -115,6 +129,15 @@ class MultiHeadAttention(Module):
         check_positive_int(n_heads, "n_heads")
         check_divisible(d_model, n_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        if rotary is not None and not isinstance(rotary, RotaryPositionalEmbedding):
+            raise TypeError(
+                f"rotary must be a RotaryPositionalEmbedding or None, got {type(rotary).__name__}"
+            )
+        if rotary is not None and rotary.d_head != self.d_head:
+            raise ValueError(
+                f"rotary has d_head={rotary.d_head}, but d_model={d_model} / n_heads={n_heads} "
+                f"gives heads of {self.d_head} features; they must match"
+            )
         rng = make_rng(seed, rng)
         separate = [Linear(d_model, d_model, bias, rng=rng, dtype=dtype) for _ in range(3)]
         # Private (not a parameter name): the memory behind q_proj, k_proj and v_proj.
@@ -127,6 +150,7 @@ class MultiHeadAttention(Module):
         self.out_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         # named after this constructor's argument, not Dropout's own `p`
         self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
+        self.rotary = rotary
         self.attn_weights = None
 
     def forward(
@@ -138,7 +162,8 @@ class MultiHeadAttention(Module):
             mask: boolean, True = blocked, broadcastable to ``(B, H, T_q, T_k)``.
             key_padding_mask: boolean ``(B, T_k)``, True marks padding keys.
             kv_cache: a :class:`KVCache` (self-attention only): the new keys/values are
-                appended and the queries attend to every cached position.
+                appended and the queries attend to every cached position; its length is
+                the position offset of the new tokens (for ``is_causal`` and ``rotary``).
             is_causal: block keys after each query's position (offset by the cache length).
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
@@ -160,9 +185,13 @@ class MultiHeadAttention(Module):
             kv = self._kv_proj(context)  # (B, T_k, 2D)
             k, v = kv[..., :D], kv[..., D:]
         q, k, v = (split_heads(part, self.n_heads) for part in (q, k, v))  # (B, H, T, d_head)
-        offset = 0
+        offset = 0 if kv_cache is None else kv_cache.length
+        self._rotated = self.rotary is not None and not self._is_cross
+        if self._rotated:
+            # RoPE: the new queries and keys are positions offset ... offset + T_q - 1
+            check_length(T_q, self.rotary.max_len, offset=offset)
+            q, k = self.rotary.rotate(q, offset), self.rotary.rotate(k, offset)
         if kv_cache is not None:
-            offset = kv_cache.length
             k, v = kv_cache.append(k, v)
         T_k = k.shape[2]
         blocked = self._blocked(
@@ -209,6 +238,8 @@ class MultiHeadAttention(Module):
         dq, dk, dv = F.scaled_dot_product_attention_backward(
             d_heads, self._q, self._k, self._v, self._weights, self._dropout_mask
         )
+        if self._rotated:  # q and k were rotated (at offset 0: no cache in training)
+            dq, dk = self.rotary.rotate_backward(dq), self.rotary.rotate_backward(dk)
         dq, dk, dv = (merge_heads(grad) for grad in (dq, dk, dv))  # (B, T, D) each
         if not self._is_cross:
             return self._qkv_proj.backward(np.concatenate([dq, dk, dv], axis=-1))

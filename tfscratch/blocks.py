@@ -16,6 +16,10 @@ plus residual dropout on each sublayer's output (``attn_resid_dropout``,
 ``ffn_resid_dropout``: the identity at ``dropout=0`` and in evaluation). The backward walks
 the same lines in reverse: at each ``+`` the gradient is copied to both branches, the
 shortcut and the sublayer, and the two results are added where the branches met.
+
+With rotary positions (``pos="rope"``, notebook 12) the blocks are built with ``rotary=`` a
+:class:`~tfscratch.positional.RotaryPositionalEmbedding`: the self-attention ``attn`` rotates
+its queries and keys by their positions; cross-attention never does.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .attention import MultiHeadAttention
 from .checks import check_choice
 from .layers import Dropout, FeedForward, LayerNorm
 from .module import Module, make_rng
+from .positional import RotaryPositionalEmbedding
 
 NORM_PLACEMENTS = ("pre", "post")
 
@@ -35,7 +40,8 @@ class TransformerBlock(Module):
     (``causal`` or not), optional cross-attention over an encoder's output, feed-forward.
 
     Parameters: ``ln1``, ``attn``, then with ``cross_attention=True`` ``ln2``, ``cross_attn``,
-    ``ln3``, ``ffn``; without it ``ln1``, ``attn``, ``ln2``, ``ffn``.
+    ``ln3``, ``ffn``; without it ``ln1``, ``attn``, ``ln2``, ``ffn``. ``rotary`` (rotary
+    positions, ``pos="rope"``) goes to the self-attention only.
     """
 
     def __init__(
@@ -49,6 +55,7 @@ class TransformerBlock(Module):
         *,
         causal: bool,
         cross_attention: bool,
+        rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
         dtype=np.float32,
@@ -59,7 +66,9 @@ class TransformerBlock(Module):
         d_ff = 4 * d_model if d_ff is None else d_ff
         rng = make_rng(seed, rng)
         self.ln1 = LayerNorm(d_model, dtype=dtype)
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, rng=rng, dtype=dtype)
+        self.attn = MultiHeadAttention(
+            d_model, n_heads, dropout=dropout, rotary=rotary, rng=rng, dtype=dtype
+        )
         self.ln2 = LayerNorm(d_model, dtype=dtype)
         if self.has_cross_attention:
             self.cross_attn = MultiHeadAttention(
@@ -149,13 +158,14 @@ class EncoderBlock(TransformerBlock):
         norm: str = "pre",
         activation: str = "gelu",
         *,
+        rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
         dtype=np.float32,
     ):
         super().__init__(
             d_model, n_heads, d_ff, dropout, norm, activation,
-            causal=False, cross_attention=False, seed=seed, rng=rng, dtype=dtype,
+            causal=False, cross_attention=False, rotary=rotary, seed=seed, rng=rng, dtype=dtype,
         )  # fmt: skip
 
     def forward(self, x, mask=None, key_padding_mask=None):
@@ -182,13 +192,14 @@ class DecoderBlock(TransformerBlock):
         activation: str = "gelu",
         cross_attention: bool = False,
         *,
+        rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
         dtype=np.float32,
     ):
         super().__init__(
-            d_model, n_heads, d_ff, dropout, norm, activation,
-            causal=True, cross_attention=cross_attention, seed=seed, rng=rng, dtype=dtype,
+            d_model, n_heads, d_ff, dropout, norm, activation, causal=True,
+            cross_attention=cross_attention, rotary=rotary, seed=seed, rng=rng, dtype=dtype,
         )  # fmt: skip
 
     def forward(

@@ -21,6 +21,8 @@ from .module import Module
 FORMAT = "tfscratch-checkpoint-v1"
 _META_KEY = "__tfscratch__"
 _PARAM_PREFIX = "param/"
+# the parameter names of learned position tables (DecoderLM, EncoderClassifier; Seq2Seq)
+_POSITION_TABLES = ("pos_emb.weight", "src_pos.weight", "tgt_pos.weight")
 
 
 def _not_a_checkpoint(path: Path, why: str) -> ValueError:
@@ -128,6 +130,26 @@ def load(path: str | os.PathLike) -> Module:
     except ValueError as error:
         raise ValueError(
             f"path={str(path)!r}: the weights do not fit the {meta['class']} its config "
-            f"describes; {error}"
+            f"describes; {error}{_positions_hint(meta['config'], state, model)}"
         ) from None
     return model
+
+
+def _positions_hint(config: dict, state: dict, model: Module) -> str:
+    """Say so when the misfit is the position table: weights saved with ``pos="learned"``
+    under a config with another ``pos`` (which has no table), or the other way round."""
+    expected = model.named_parameters()
+    tables = sorted(name for name in set(state) ^ set(expected) if name.endswith(_POSITION_TABLES))
+    if not tables:
+        return ""
+    pos = config.get("pos")
+    if any(name in state for name in tables):
+        return (
+            f" (the file holds learned position tables {tables}, but its config says "
+            f"pos={pos!r}, which learns none: the weights come from a pos='learned' model)"
+        )
+    return (
+        f" (its config says pos={pos!r}, but the file has no position tables {tables}: the "
+        "weights come from a model whose positions are not learned, e.g. pos='sinusoidal' "
+        "or pos='rope')"
+    )

@@ -5,6 +5,13 @@
 * :class:`Seq2SeqTransformer`: the encoder-decoder of "Attention Is All You Need".
 * :class:`EncoderClassifier`: an encoder with mean or [CLS] pooling and a linear head.
 
+Positions (``pos=``): ``"learned"`` or ``"sinusoidal"`` are added to the token embeddings
+in the stem; ``"rope"`` (rotary, notebook 12) adds nothing there and instead rotates the
+queries and keys of every *self*-attention by their positions (the encoder's too; never
+cross-attention, whose queries and keys count positions in two different sequences). The
+models share one :class:`~tfscratch.positional.RotaryPositionalEmbedding` between their
+layers as ``model.rotary`` (None otherwise).
+
 What the three share is written once below: the argument checks and the ``config`` entries
 of the hyperparameters they have in common, the embedding stem (token embedding + positions
 + dropout) with its backward, and the vocabulary head (tied or not) with its backward.
@@ -34,9 +41,10 @@ from .checks import (
 )
 from .layers import ACTIVATIONS, Dropout, Embedding, LayerNorm, Linear
 from .module import Module, Parameter, check_dtype, make_rng
-from .positional import POSITIONAL_ENCODINGS
+from .positional import POSITIONAL_ENCODINGS, RotaryPositionalEmbedding
 
 INIT_STD = 0.02
+POSITIONS = (*POSITIONAL_ENCODINGS, "rope")  # the pos= choices of every model
 
 
 def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
@@ -60,13 +68,18 @@ def _shared_config(
     norm,
     activation,
     dtype,
-    positions=tuple(POSITIONAL_ENCODINGS),
+    positions=POSITIONS,
 ) -> dict:
     """Check the hyperparameters every model has; return their ``config`` entries, with
     ``d_ff`` filled in (4 d_model by default) and ``dtype`` as its name."""
     check_positive_int(d_model, "d_model")
     check_positive_int(n_heads, "n_heads")
     check_divisible(d_model, n_heads)
+    if pos == "rope" and (d_model // n_heads) % 2:
+        raise ValueError(
+            f"pos='rope' rotates pairs of features in each head, so d_head must be even; "
+            f"d_model={d_model} / n_heads={n_heads} gives d_head={d_model // n_heads}"
+        )
     d_ff = 4 * d_model if d_ff is None else check_positive_int(d_ff, "d_ff")
     return dict(
         d_model=d_model,
@@ -82,9 +95,10 @@ def _shared_config(
     )
 
 
-def _block_options(config: dict, rng) -> dict:
+def _block_options(config: dict, rng, rotary: RotaryPositionalEmbedding | None) -> dict:
     """The keyword arguments every block of a model is built with."""
     return dict(
+        rotary=rotary,
         d_ff=config["d_ff"],
         dropout=config["dropout"],
         norm=config["norm"],
@@ -104,7 +118,7 @@ class EmbeddingStem:
     backward.
 
     Not a Module: it holds the model's own ``Embedding``, positional encoding (None for
-    ``pos="none"``) and ``Dropout``, which stay the model's attributes, so the parameter names
+    ``pos="none"`` and ``pos="rope"``, which add nothing here) and ``Dropout``, which stay the model's attributes, so the parameter names
     (``tok_emb.weight``, ``pos_emb.weight``, ...) are those of the model.
     """
 
@@ -131,11 +145,20 @@ class EmbeddingStem:
 
 
 def _make_positions(pos: str, max_len: int, d_model: int, rng, dtype) -> Module | None:
-    if pos == "none":
+    """The additive positions of the stem (None when nothing is added)."""
+    if pos in ("none", "rope"):
         return None
     if pos == "learned":
         return POSITIONAL_ENCODINGS[pos](max_len, d_model, rng=rng, dtype=dtype)
     return POSITIONAL_ENCODINGS[pos](max_len, d_model, dtype=dtype)
+
+
+def _make_rotary(config: dict, max_len: int) -> RotaryPositionalEmbedding | None:
+    """One rotary table for every self-attention of a ``pos="rope"`` model, else None."""
+    if config["pos"] != "rope":
+        return None
+    d_head = config["d_model"] // config["n_heads"]
+    return RotaryPositionalEmbedding(max_len, d_head, dtype=config["dtype"])
 
 
 def _check_token_batch(tokens, name: str, vocab_size: int, max_len: int, offset: int = 0):
@@ -187,7 +210,8 @@ class DecoderLM(Module):
     """A GPT: ``tokens (B, T) -> logits (B, T, vocab_size)``, each position predicting the next.
 
     Parameters: ``tok_emb``, ``pos_emb`` (learned only), ``blocks.{i}``, ``ln_f`` (pre-norm
-    only), ``lm_head`` (only with ``tie_weights=False``).
+    only), ``lm_head`` (only with ``tie_weights=False``). With ``pos="rope"`` the blocks'
+    attention rotates queries and keys (``rotary``; the KV cache's length is its offset).
     """
 
     def __init__(
@@ -220,10 +244,12 @@ class DecoderLM(Module):
         self.vocab_size, self.max_len, self.tie_weights = vocab_size, max_len, bool(tie_weights)
         self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=config["dtype"])
         self.pos_emb = _make_positions(pos, max_len, d_model, rng, config["dtype"])
+        self.rotary = _make_rotary(config, max_len)
         self.emb_dropout = Dropout(dropout, rng=rng)
         self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
         self.blocks = [
-            DecoderBlock(d_model, n_heads, **_block_options(config, rng)) for _ in range(n_layers)
+            DecoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
+            for _ in range(n_layers)
         ]
         self.ln_f = _final_norm(config)
         self.lm_head = (
@@ -270,6 +296,8 @@ class Seq2SeqTransformer(Module):
     Parameters: ``src_emb``, ``tgt_emb``, ``src_pos``/``tgt_pos`` (learned only),
     ``encoder_blocks.{i}``, ``encoder_ln`` and ``decoder_ln`` (pre-norm only),
     ``decoder_blocks.{i}`` (with ``cross_attn``), ``lm_head`` (with ``tie_weights=False``).
+    With ``pos="rope"`` the encoder's and the decoder's self-attention rotate queries and keys
+    (one shared ``rotary``); cross-attention does not.
     """
 
     def __init__(
@@ -310,17 +338,20 @@ class Seq2SeqTransformer(Module):
         self.src_pos = _make_positions(pos, max_len, d_model, rng, dtype)
         self.tgt_emb = Embedding(tgt_vocab_size, d_model, rng=rng, dtype=dtype)
         self.tgt_pos = _make_positions(pos, max_len, d_model, rng, dtype)
+        self.rotary = _make_rotary(config, max_len)
         self.src_dropout = Dropout(dropout, rng=rng)
         self.tgt_dropout = Dropout(dropout, rng=rng)
         self._embed_src = EmbeddingStem(self.src_emb, self.src_pos, self.src_dropout)
         self._embed_tgt = EmbeddingStem(self.tgt_emb, self.tgt_pos, self.tgt_dropout)
         self.encoder_blocks = [
-            EncoderBlock(d_model, n_heads, **_block_options(config, rng))
+            EncoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
             for _ in range(n_encoder_layers)
         ]
         self.encoder_ln = _final_norm(config)
         self.decoder_blocks = [
-            DecoderBlock(d_model, n_heads, cross_attention=True, **_block_options(config, rng))
+            DecoderBlock(
+                d_model, n_heads, cross_attention=True, **_block_options(config, rng, self.rotary)
+            )
             for _ in range(n_decoder_layers)
         ]
         self.decoder_ln = _final_norm(config)
@@ -397,7 +428,8 @@ class EncoderClassifier(Module):
     ``pooling="mean"`` averages the non-padding positions; ``pooling="cls"`` prepends a
     learned ``cls_token`` vector at position 0 and classifies from its final state (BERT).
     ``pos="none"`` drops positional information (an ablation: the encoder then sees a bag
-    of tokens). Parameters: ``tok_emb``, ``cls_token`` (cls only), ``pos_emb`` (learned
+    of tokens); ``pos="rope"`` rotates queries and keys in every block (the ``[CLS]`` vector
+    is position 0). Parameters: ``tok_emb``, ``cls_token`` (cls only), ``pos_emb`` (learned
     only), ``blocks.{i}``, ``ln_f`` (pre-norm only), ``head``.
     """
 
@@ -427,7 +459,7 @@ class EncoderClassifier(Module):
             **_shared_config(
                 d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
                 pos=pos, norm=norm, activation=activation, dtype=dtype,
-                positions=tuple(POSITIONAL_ENCODINGS) + ("none",),
+                positions=POSITIONS + ("none",),
             ),
         )  # fmt: skip
         config, rng = self.config, make_rng(seed)
@@ -438,10 +470,12 @@ class EncoderClassifier(Module):
         # The [CLS] vector takes position 0, so the table needs one more row.
         n_positions = max_len + (pooling == "cls")
         self.pos_emb = _make_positions(pos, n_positions, d_model, rng, dtype)
+        self.rotary = _make_rotary(config, n_positions)
         self.emb_dropout = Dropout(dropout, rng=rng)
         self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
         self.blocks = [
-            EncoderBlock(d_model, n_heads, **_block_options(config, rng)) for _ in range(n_layers)
+            EncoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
+            for _ in range(n_layers)
         ]
         self.ln_f = _final_norm(config)
         self.head = Linear(d_model, n_classes, rng=rng, dtype=dtype)

@@ -1,15 +1,30 @@
 """Positional encodings: how a Transformer knows *where* each token is.
 
 Attention itself is blind to order (permute the tokens and the outputs permute with them),
-so position is added to the token embeddings. Both classes take ``offset``: during cached
-generation the new token at step ``t`` must get position ``t``, not position 0.
+so position must be put in. Two ways:
+
+* **Added** to the token embeddings (notebook 04): :class:`SinusoidalPositionalEncoding`
+  (a fixed table) and :class:`LearnedPositionalEmbedding` (a trained one), listed in
+  ``POSITIONAL_ENCODINGS``.
+* **Rotated** into the queries and keys inside self-attention (notebook 12):
+  :class:`RotaryPositionalEmbedding`, so that attention scores depend on the distance
+  between two tokens, not on where they are.
+
+Every class takes ``offset``: during cached generation the new token at step ``t`` must get
+position ``t``, not position 0.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_float_array, check_int, check_length, check_positive_int
+from .checks import (
+    check_float_array,
+    check_int,
+    check_length,
+    check_number,
+    check_positive_int,
+)
 from .module import Module, Parameter, check_dtype, make_rng
 
 
@@ -82,7 +97,108 @@ class LearnedPositionalEmbedding(Module):
         return grad_output
 
 
+# The encodings a model adds to its token embeddings (its ``pos=`` choices besides "rope").
 POSITIONAL_ENCODINGS = {
     "learned": LearnedPositionalEmbedding,
     "sinusoidal": SinusoidalPositionalEncoding,
 }
+
+
+# --- rotary positions (RoPE, notebook 12) ------------------------------------------------
+def rope_frequencies(d_head: int, base: float = 10000.0) -> np.ndarray:
+    r"""The ``d_head / 2`` angular speeds :math:`\theta_i = \mathrm{base}^{-2i/d_{head}}`,
+    ``i = 0 .. d_head/2 - 1``: the frequencies of :func:`sinusoidal_table` (with ``d_head``
+    in place of ``d_model``), from one radian per position down to nearly zero."""
+    return np.exp(-np.log(base) * np.arange(0, d_head, 2) / d_head)
+
+
+def rotate_pairs(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    r"""Turn each pair of features ``(x[..., 2i], x[..., 2i+1])`` by its own angle.
+
+    Args:
+        x: ``(..., T, d)`` with ``d`` even (queries or keys of every head at once).
+        cos, sin: ``(T, d/2)``, the cosine and sine of each position's angle per pair.
+
+    Returns:
+        ``(..., T, d)``: per pair, :math:`(x_{2i}\cos - x_{2i+1}\sin,\;
+        x_{2i}\sin + x_{2i+1}\cos)`, the 2-D rotation of the pair.
+    """
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each: the two halves of every pair
+    rotated = np.empty_like(x)
+    rotated[..., 0::2] = even * cos - odd * sin
+    rotated[..., 1::2] = even * sin + odd * cos
+    return rotated
+
+
+class RotaryPositionalEmbedding(Module):
+    r"""Rotary position embeddings (RoPE, Su et al. 2021): position by rotation, not addition.
+
+    Nothing is added to the token embeddings. Instead, inside self-attention, the query and
+    the key of the token at position :math:`m` have each pair of features ``(2i, 2i+1)``
+    turned by the angle :math:`m\,\theta_i`, with :math:`\theta_i` from
+    :func:`rope_frequencies`. Writing a pair as a complex number :math:`q_i`, the rotated
+    query is :math:`q_i e^{\mathrm{i} m \theta_i}`, and the score of query :math:`m` with
+    key :math:`n` is
+
+    .. math:: \mathrm{Re} \sum_i q_i e^{\mathrm{i} m\theta_i}\,
+        \overline{k_i e^{\mathrm{i} n\theta_i}}
+        = \mathrm{Re} \sum_i q_i \bar k_i\, e^{\mathrm{i}(m - n)\theta_i},
+
+    a function of the contents and of the distance :math:`m - n` only: shifting both
+    positions by the same amount changes no score.
+
+    ``forward(x, offset=0)``: ``x`` ``(..., T, d_head)`` (e.g. ``(B, H, T, d_head)``) holds
+    positions ``offset ... offset + T - 1`` (``offset`` is the KV cache's length during
+    generation). ``backward(grad_output)``: the gradient with respect to ``x``.
+
+    **The backward pass.** Per pair and position, the forward is :math:`y = R x` with the
+    rotation :math:`R = \begin{pmatrix}\cos & -\sin \\ \sin & \cos\end{pmatrix}` (a 2x2
+    matrix, the same for the whole batch). The chain rule for a linear map gives
+    :math:`\partial L / \partial x = R^\top\, \partial L / \partial y`, and a rotation's
+    transpose is its inverse, the rotation by the opposite angle:
+    :math:`R(\varphi)^\top = R(-\varphi)`, i.e. the same formula with ``sin`` negated. So the
+    backward *un-rotates* the gradient: :func:`rotate_pairs` with ``-sin``. (Rotations
+    preserve lengths, so gradients are never scaled up or down by RoPE.)
+
+    No parameters; the ``(max_len, d_head/2)`` cosine and sine tables are computed once.
+    """
+
+    def __init__(self, max_len: int, d_head: int, base: float = 10000.0, *, dtype=np.float32):
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.d_head = check_positive_int(d_head, "d_head")
+        if d_head % 2:
+            raise ValueError(
+                f"d_head={d_head} is odd; rotary positions turn pairs of features, so d_head "
+                "must be even"
+            )
+        self.base = check_number(
+            base, "base", low=1.0, low_inclusive=False, expected="a number > 1 (10000 in the paper)"
+        )
+        angles = np.arange(max_len)[:, None] * rope_frequencies(d_head, self.base)  # (L, d/2)
+        dtype = check_dtype(dtype)
+        self._cos, self._sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+    def tables(self, offset: int, T: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(cos, sin)`` of positions ``offset ... offset + T - 1``, each ``(T, d_head/2)``."""
+        return self._cos[offset : offset + T], self._sin[offset : offset + T]
+
+    def rotate(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Rotate ``x`` ``(..., T, d_head)`` as positions ``offset ... offset + T - 1``.
+
+        The lean form attention calls (the caller has checked the lengths): no state kept.
+        """
+        return rotate_pairs(x, *self.tables(offset, x.shape[-2]))
+
+    def rotate_backward(self, grad_output: np.ndarray, offset: int = 0) -> np.ndarray:
+        """The gradient with respect to the input of :meth:`rotate`: the inverse rotation."""
+        cos, sin = self.tables(offset, grad_output.shape[-2])
+        return rotate_pairs(grad_output, cos, -sin)
+
+    def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+        check_float_array(x, "x", ndim=(2, 3, 4), last_dim=self.d_head)
+        self._offset = check_int(offset, "offset", minimum=0)
+        check_length(x.shape[-2], self.max_len, offset=self._offset)
+        return self.rotate(x, self._offset)
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        return self.rotate_backward(grad_output, self._offset)
