@@ -177,8 +177,9 @@ def check_length(T: int, max_len: int, name: str = "sequence length", offset: in
     """Positions ``offset ... offset + T - 1`` must exist in a table of ``max_len``."""
     if offset + T > max_len:
         where = f" after {offset} cached positions" if offset else ""
+        sum_ = f" (offset={offset} + {T} = {offset + T})" if offset else ""
         raise ValueError(
-            f"{name} {T}{where} exceeds max_len={max_len} of this model; "
+            f"{name} {T}{where} exceeds max_len={max_len} of this model{sum_}; "
             f"use at most {max_len - offset} positions or build the model with a larger max_len"
         )
 
