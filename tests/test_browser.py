@@ -243,8 +243,8 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
     output = widget.find_element(By.CSS_SELECTOR, ".widget-html-content")
 
-    # The notebook leaves the playground with the prompt "em1" (a symbol the model does
-    # not know, shown as a message): a new prompt must bring back names that start with it.
+    # After Run All the playground is back at its first settings (no prompt): a typed
+    # prompt must bring back names that start with it.
     def names():  # read in one script: the list is re-rendered on every update
         return driver.execute_script(
             "return [...arguments[0].querySelectorAll('li')].map((li) => li.innerText.trim());",
