@@ -3,7 +3,8 @@
 Top level: the models, ``generate``, ``translate``, ``save``, ``load``, ``gradcheck``.
 Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 ``tfscratch.data``, ``tfscratch.tokenizers``, ``tfscratch.train``, ``tfscratch.viz``,
-``tfscratch.widgets``, ``tfscratch.timing``, ``tfscratch.baselines``.
+``tfscratch.widgets``, ``tfscratch.timing``, ``tfscratch.baselines``, and
+``tfscratch.tiled_attention`` (a teaching module of notebook 13, not used by the models).
 
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
 or ipywidgets are imported on first use (``tfscratch.viz`` works without an explicit
@@ -26,6 +27,7 @@ _LAZY_SUBMODULES = {
     "baselines",
     "data",
     "pretrained",
+    "tiled_attention",
     "timing",
     "tokenizers",
     "train",
