@@ -5,7 +5,11 @@ from .blocks import DecoderBlock, EncoderBlock
 from .layers import GELU, Dropout, Embedding, FeedForward, LayerNorm, Linear, ReLU
 from .loss import CrossEntropyLoss
 from .module import Module, Parameter
-from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .positional import (
+    LearnedPositionalEmbedding,
+    RotaryPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+)
 
 __all__ = [
     "GELU",
@@ -23,6 +27,7 @@ __all__ = [
     "MultiHeadAttention",
     "Parameter",
     "ReLU",
+    "RotaryPositionalEmbedding",
     "SinusoidalPositionalEncoding",
     "merge_heads",
     "split_heads",
