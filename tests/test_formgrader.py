@@ -3,7 +3,7 @@
 The learner's Lab hides nbgrader; the instructor's command must show it, on the course:
 this test points `make formgrader` at an empty course directory, so it first makes the
 student versions (`make assignments`), then starts JupyterLab there, and checks that the
-server's files are the course's and that nbgrader's formgrader lists all ten assignments.
+server's files are the course's and that nbgrader's formgrader lists every notebook as an assignment (all thirteen).
 Marked `lab`: `make test-browser` runs it.
 """
 
