@@ -1,7 +1,7 @@
 """Committed notebooks are executed, clean and gradeable.
 
 nbval checks that every stored output is reproduced; this file checks what nbval cannot:
-that the stored notebooks are the course (all ten, in order), carry no stray metadata or
+that the stored notebooks are the course (the ten, then the three extra ones, in order), carry no stray metadata or
 widget state, show no errors, warnings or machine-specific paths, read well without a kernel
 (finished progress bars, a static view beside every widget, no widget left in an error
 state), and that their "Your turn" exercises are in nbgrader's format so
@@ -28,6 +28,9 @@ COURSE = [
     "08_kv_cache_generation.ipynb",
     "09_seq2seq_translation.ipynb",
     "10_majority_classification.ipynb",
+    "11_bpe_tokenizer.ipynb",
+    "12_rotary_positions.ipynb",
+    "13_tiled_attention.ipynb",
 ]
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}
 CELL_METADATA = {"nbgrader", "tags"}
@@ -52,7 +55,7 @@ def output_text(output) -> str:
     return "\n".join(str(data[key]) for key in ("text/plain", "text/html") if key in data)
 
 
-def test_the_course_is_the_ten_notebooks_of_the_plan():
+def test_the_course_is_the_thirteen_notebooks_of_the_plan():
     assert [path.name for path in PATHS] == COURSE
 
 
