@@ -39,35 +39,29 @@ def reference_merges(texts, n_merges):
             break
         best = max(counts.values())
         left, right = min(pair for pair, count in counts.items() if count == best)
-        merged_corpus = []
-        for pieces in corpus:
-            out, i = [], 0
-            while i < len(pieces):
-                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == (left, right):
-                    out.append(left + right)
-                    i += 2
-                else:
-                    out.append(pieces[i])
-                    i += 1
-            merged_corpus.append(out)
-        corpus = merged_corpus
+        corpus = [merge_pair(pieces, left, right) for pieces in corpus]
         merges.append((left, right))
     return merges
+
+
+def merge_pair(pieces, left, right):
+    """Replace every ``left, right`` neighbour pair of ``pieces`` by ``left + right``, left to right."""
+    out, i = [], 0
+    while i < len(pieces):
+        if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == (left, right):
+            out.append(left + right)
+            i += 2
+        else:
+            out.append(pieces[i])
+            i += 1
+    return out
 
 
 def replay_merges_in_order(text, merges):
     """Encode by applying every merge, in learned order, to the whole text (slow, obvious)."""
     pieces = list(text)
     for left, right in merges:
-        out, i = [], 0
-        while i < len(pieces):
-            if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == (left, right):
-                out.append(left + right)
-                i += 2
-            else:
-                out.append(pieces[i])
-                i += 1
-        pieces = out
+        pieces = merge_pair(pieces, left, right)
     return pieces
 
 
