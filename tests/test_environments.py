@@ -9,7 +9,9 @@ Binder's file for real.)
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -151,3 +153,17 @@ def test_binder_post_build_installs_the_repository_without_dependencies():
     assert commands[0] == "set -e"
     assert "pip install --no-deps -e ." in commands
     assert (ROOT / "binder" / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
+
+
+def test_binder_start_gives_numpy_one_blas_thread_and_runs_the_server_command():
+    start = ROOT / "binder" / "start"
+    assert start.stat().st_mode & 0o111, "binder/start must be executable"
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    result = subprocess.run(
+        [str(start), "sh", "-c", 'echo "$OPENBLAS_NUM_THREADS:$0"', "server"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout == "1:server\n"  # the variable is set, then the command runs as given
