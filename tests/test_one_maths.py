@@ -18,7 +18,6 @@ import tfscratch
 from tfscratch import functional as F
 from tfscratch import gradcheck, nn
 from tfscratch.module import evaluating
-from tfscratch.optim import Adam
 
 from .conftest import GRAD_TOL, randomize
 
@@ -77,66 +76,27 @@ def test_attention_with_dropout_on_the_weights_matches_finite_differences(rng, m
     assert gradcheck(forward, q, k, v, backward=backward) < GRAD_TOL
 
 
-# --- one fused Q/K/V weight, three views ---------------------------------------------------
-def _assert_views_alias_the_fused_weight(mha):
-    fused = mha._qkv_proj
-    D = mha.d_model
-    for index, projection in enumerate((mha.q_proj, mha.k_proj, mha.v_proj)):
-        columns = slice(index * D, (index + 1) * D)
-        assert np.shares_memory(projection.weight.data, fused.weight.data)
-        assert np.shares_memory(projection.weight.grad, fused.weight.grad)
-        assert np.shares_memory(projection.bias.data, fused.bias.data)
-        np.testing.assert_array_equal(projection.weight.data, fused.weight.data[:, columns])
-        np.testing.assert_array_equal(projection.bias.grad, fused.bias.grad[columns])
+# --- one matmul for Q, K and V --------------------------------------------------------------
+@pytest.mark.parametrize("bias", [True, False])
+def test_projecting_together_equals_the_separate_linear_maps_forward_and_backward(rng, bias):
+    """Notebook 05's fused Q/K/V: x @ [W_q | W_k | W_v] split in three is q_proj(x), k_proj(x),
+    v_proj(x), and its backward gives each map the gradient its own backward would."""
+    from tfscratch.attention import project_together, project_together_backward
 
-
-def test_qkv_projections_are_views_of_one_fused_weight_after_load_step_and_save(tmp_path, rng):
-    model = tfscratch.DecoderLM(11, 8, 2, 2, max_len=8, seed=0)
-    for block in model.blocks:
-        _assert_views_alias_the_fused_weight(block.attn)
-
-    # load_state_dict writes into the views, so the fused weight sees the new values
-    state = {name: rng.standard_normal(value.shape) for name, value in model.state_dict().items()}
-    model.load_state_dict(state)
-    attn = model.blocks[0].attn
-    _assert_views_alias_the_fused_weight(attn)
-    np.testing.assert_allclose(
-        attn._qkv_proj.weight.data[:, 8:16], state["blocks.0.attn.k_proj.weight"], rtol=1e-6
-    )
-
-    # a training step updates the fused weight the forward uses
-    optimizer = Adam(model.parameters(), lr=0.1)
-    tokens = rng.integers(0, 11, (2, 6))
-    logits = model(tokens)
-    model.backward(np.ones_like(logits))
-    before = attn._qkv_proj.weight.data.copy()
-    optimizer.step()
-    _assert_views_alias_the_fused_weight(attn)
-    assert not np.array_equal(before, attn._qkv_proj.weight.data)
-
-    # save/load gives a model whose views alias its own fused weight, with the same outputs
-    tfscratch.save(model, tmp_path / "model.npz")
-    loaded = tfscratch.load(tmp_path / "model.npz")
-    for block in loaded.blocks:
-        _assert_views_alias_the_fused_weight(block.attn)
-    np.testing.assert_array_equal(loaded(tokens), model(tokens))
-
-
-def test_gradients_of_the_three_projections_land_in_the_fused_gradient(rng):
-    mha = nn.MultiHeadAttention(8, 2, seed=0, dtype=np.float64)
-    x = rng.standard_normal((2, 3, 8))
-    mha.backward(np.ones_like(mha(x)))
-    assert np.abs(mha.v_proj.weight.grad).sum() > 0
-    np.testing.assert_array_equal(mha._qkv_proj.weight.grad[:, 16:], mha.v_proj.weight.grad)
-
-
-def test_fused_weight_is_not_a_parameter_of_its_own():
-    names = nn.MultiHeadAttention(8, 2, seed=0).named_parameters()
-    assert list(names) == [
-        f"{p}.{leaf}"
-        for p in ("q_proj", "k_proj", "v_proj", "out_proj")
-        for leaf in ("weight", "bias")
-    ]
+    fused = [nn.Linear(6, 6, bias, seed=i, dtype=np.float64) for i in range(3)]
+    separate = [nn.Linear(6, 6, bias, seed=i, dtype=np.float64) for i in range(3)]
+    x = rng.standard_normal((2, 5, 6))
+    grads = [rng.standard_normal((2, 5, 6)) for _ in range(3)]
+    for together, alone in zip(project_together(x, fused), [lin(x) for lin in separate]):
+        np.testing.assert_allclose(together, alone, rtol=1e-13, atol=1e-13)
+    dx = project_together_backward(x, grads, fused)
+    dx_separate = sum(lin.backward(g) for lin, g in zip(separate, grads))
+    np.testing.assert_allclose(dx, dx_separate, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fused, separate):
+        for name, p in a.named_parameters().items():
+            np.testing.assert_allclose(
+                p.grad, b.named_parameters()[name].grad, rtol=1e-12, atol=1e-12
+            )
 
 
 # --- the faster formulas are the textbook ones -------------------------------------------

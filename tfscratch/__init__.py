@@ -1,6 +1,7 @@
 """tfscratch: Transformers from scratch, in NumPy, every gradient visible.
 
-Top level: the models, ``generate``, ``translate``, ``save``, ``load``, ``gradcheck``.
+Top level: the models, ``generate``, ``translate``, ``save``, ``load``, ``gradcheck``,
+``no_grad`` (forwards that keep nothing for a backward, as ``torch.no_grad``).
 Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 ``tfscratch.data``, ``tfscratch.tokenizers``, ``tfscratch.train``, ``tfscratch.viz``,
 ``tfscratch.widgets``, ``tfscratch.timing``, ``tfscratch.baselines``, and
@@ -20,6 +21,7 @@ from .generate import generate, translate
 from .gradcheck import gradcheck
 from .malloc import tune_malloc
 from .models import DecoderLM, EncoderClassifier, Seq2SeqTransformer
+from .module import is_grad_enabled, no_grad
 
 __version__ = "0.1.0"
 
@@ -49,8 +51,10 @@ __all__ = [
     "functional",
     "generate",
     "gradcheck",
+    "is_grad_enabled",
     "load",
     "nn",
+    "no_grad",
     "optim",
     "save",
     "translate",

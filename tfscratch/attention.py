@@ -12,10 +12,12 @@ function's backward and walks the steps in reverse.
 
 How it is vectorised: all heads (and the whole batch) live in one array of shape
 ``(B, H, T, d_head)``, so a single batched ``@`` computes every head's scores at once. For
-self-attention Q, K and V come out of *one* matmul: ``q_proj``, ``k_proj`` and ``v_proj``
-are column views of one ``(D, 3D)`` Linear, so the fused weight needs no concatenation and
-every update of the three is an update of it. There is no Python loop over heads, batch or
-positions.
+self-attention Q, K and V come out of *one* matmul (:func:`project_together`): the weights
+of ``q_proj``, ``k_proj`` and ``v_proj`` are put side by side into one ``(D, 3D)`` matrix at
+each forward (a copy of 3 D^2 numbers, against a matmul of B T 3 D^2 multiply-adds), and
+the output split in three, notebook 05's ``np.split``. The four projections stay ordinary,
+separate ``Linear`` maps: the parameters are what the forward reads. There is no Python loop
+over heads, batch or positions.
 
 Rotary positions (``pos="rope"``, notebook 12): built with ``rotary=`` a
 :class:`~tfscratch.positional.RotaryPositionalEmbedding`, self-attention turns the queries
@@ -59,6 +61,38 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
     return x.transpose(0, 2, 1, 3).reshape(B, T, H * d_head)
 
 
+def project_together(x: np.ndarray, linears: tuple[Linear, ...]) -> list[np.ndarray]:
+    """Apply several ``Linear`` maps to the same ``x`` ``(B, T, D)`` with one matmul.
+
+    ``x @ [W_1 | W_2 | ...] + [b_1 | b_2 | ...]``, split back into one ``(B, T, d_out)``
+    output per map: the same numbers as ``[linear(x) for linear in linears]`` (notebook 05
+    checks it), in one BLAS call instead of several. Reads the maps' parameters as they are
+    now; keeps nothing (the caller keeps ``x`` for :func:`project_together_backward`).
+    """
+    weight = np.concatenate([linear.weight.data for linear in linears], axis=1)
+    y = x.reshape(-1, x.shape[-1]) @ weight
+    if linears[0].bias is not None:
+        y += np.concatenate([linear.bias.data for linear in linears])
+    return np.split(y.reshape(x.shape[:-1] + (-1,)), len(linears), axis=-1)
+
+
+def project_together_backward(
+    x: np.ndarray, grads: list[np.ndarray], linears: tuple[Linear, ...]
+) -> np.ndarray:
+    """Backward of :func:`project_together`: each map's ``dW = x^T dy`` and ``db = sum dy``
+    accumulate into its own parameters; returns ``dx = sum_i dy_i W_i^T`` (one matmul)."""
+    dy = np.concatenate(grads, axis=-1).reshape(-1, sum(g.shape[-1] for g in grads))
+    d_weight = x.reshape(-1, x.shape[-1]).T @ dy  # (D, sum of d_out)
+    parts = np.cumsum([g.shape[-1] for g in grads])[:-1]
+    for linear, d_w in zip(linears, np.split(d_weight, parts, axis=1), strict=True):
+        linear.weight.grad += d_w
+    if linears[0].bias is not None:
+        for linear, d_b in zip(linears, np.split(dy.sum(axis=0), parts), strict=True):
+            linear.bias.grad += d_b
+    weight = np.concatenate([linear.weight.data for linear in linears], axis=1)
+    return (dy @ weight.T).reshape(x.shape)
+
+
 class KVCache:
     """The keys and values one attention layer has already computed, for generation.
 
@@ -100,8 +134,8 @@ class KVCache:
 
 class MultiHeadAttention(Module):
     """Multi-head attention with four projections ``q_proj``, ``k_proj``, ``v_proj``,
-    ``out_proj`` (each ``Linear(d_model, d_model)``; the first three are column views of one
-    fused ``(d_model, 3 d_model)`` map).
+    ``out_proj``, each its own ``Linear(d_model, d_model)`` (self-attention applies the first
+    three with one matmul, :func:`project_together`).
 
     ``forward(x, context=None, mask=None, key_padding_mask=None, kv_cache=None, is_causal=False)``
     returns ``(B, T_q, d_model)`` and keeps the attention weights in ``.attn_weights``
@@ -139,14 +173,9 @@ class MultiHeadAttention(Module):
                 f"gives heads of {self.d_head} features; they must match"
             )
         rng = make_rng(seed, rng)
-        separate = [Linear(d_model, d_model, bias, rng=rng, dtype=dtype) for _ in range(3)]
-        # Private (not a parameter name): the memory behind q_proj, k_proj and v_proj.
-        self._qkv_proj = Linear.side_by_side(separate)
-        D = d_model
-        self.q_proj = self._qkv_proj.columns(0, D)
-        self.k_proj = self._qkv_proj.columns(D, 2 * D)
-        self.v_proj = self._qkv_proj.columns(2 * D, 3 * D)
-        self._kv_proj = self._qkv_proj.columns(D, 3 * D)  # cross-attention: K and V of context
+        self.q_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         self.out_proj = Linear(d_model, d_model, bias, rng=rng, dtype=dtype)
         # named after this constructor's argument, not Dropout's own `p`
         self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
@@ -167,12 +196,10 @@ class MultiHeadAttention(Module):
             is_causal: block keys after each query's position (offset by the cache length).
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
-        B, T_q, D = x.shape
+        B, T_q, _ = x.shape
         self._is_cross = context is not None
         if context is None:
-            qkv = self._qkv_proj(x)  # one matmul: (B, T, 3D)
-            # notebook 05's np.split(qkv, 3, axis=-1), as three slices (views, no copy)
-            q, k, v = qkv[..., :D], qkv[..., D : 2 * D], qkv[..., 2 * D :]
+            q, k, v = project_together(x, (self.q_proj, self.k_proj, self.v_proj))
         else:
             check_float_array(context, "context", ndim=3, last_dim=self.d_model)
             if context.shape[0] != B:
@@ -182,8 +209,7 @@ class MultiHeadAttention(Module):
             if kv_cache is not None:
                 raise ValueError("kv_cache is for self-attention; pass context=None with it")
             q = self.q_proj(x)
-            kv = self._kv_proj(context)  # (B, T_k, 2D)
-            k, v = kv[..., :D], kv[..., D:]
+            k, v = project_together(context, (self.k_proj, self.v_proj))
         q, k, v = (split_heads(part, self.n_heads) for part in (q, k, v))  # (B, H, T, d_head)
         offset = 0 if kv_cache is None else kv_cache.length
         self._rotated = self.rotary is not None and not self._is_cross
@@ -199,8 +225,10 @@ class MultiHeadAttention(Module):
         )
         dropout_mask = self.attn_dropout.new_mask((B, self.n_heads, T_q, T_k), x.dtype)
         heads, weights = F.scaled_dot_product_attention(q, k, v, blocked, dropout_mask)
-        self._q, self._k, self._v = q, k, v
-        self._weights, self._dropout_mask = weights, dropout_mask
+        self.save_for_backward(
+            projected=x if context is None else context,  # the input of the fused projection
+            q=q, k=k, v=v, weights=weights, dropout_mask=dropout_mask,
+        )  # fmt: skip
         self._used_cache = kv_cache is not None
         self.attn_weights = weights
         return self.out_proj(merge_heads(heads))
@@ -229,6 +257,7 @@ class MultiHeadAttention(Module):
     def backward(self, grad_output: np.ndarray):
         """The forward in reverse: ``out_proj``, merge heads, attention, split heads, the
         projections. Returns ``dx``, or ``(dx, dcontext)`` for cross-attention."""
+        self.check_ready_for_backward()
         if self._used_cache:
             raise RuntimeError(
                 "backward after a forward with kv_cache is not supported: the cache is for "
@@ -242,7 +271,9 @@ class MultiHeadAttention(Module):
             dq, dk = self.rotary.rotate_backward(dq), self.rotary.rotate_backward(dk)
         dq, dk, dv = (merge_heads(grad) for grad in (dq, dk, dv))  # (B, T, D) each
         if not self._is_cross:
-            return self._qkv_proj.backward(np.concatenate([dq, dk, dv], axis=-1))
+            return project_together_backward(
+                self._projected, [dq, dk, dv], (self.q_proj, self.k_proj, self.v_proj)
+            )
         dx = self.q_proj.backward(dq)
-        d_context = self._kv_proj.backward(np.concatenate([dk, dv], axis=-1))
+        d_context = project_together_backward(self._projected, [dk, dv], (self.k_proj, self.v_proj))
         return dx, d_context

@@ -100,6 +100,8 @@ def check_float_array(x, name: str, ndim: int | tuple[int, ...], last_dim: int |
         raise ValueError(
             f"{name} has last dimension {x.shape[-1]} (shape {x.shape}); expected {last_dim}"
         )
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {x.shape}); expected at least one row")
     return x
 
 

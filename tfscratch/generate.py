@@ -21,7 +21,7 @@ from .checks import (
     check_token_list,
 )
 from .models import DecoderLM, Seq2SeqTransformer
-from .module import evaluating
+from .module import evaluating, no_grad
 
 
 # --- choosing the next token ------------------------------------------------------------
@@ -111,7 +111,7 @@ def generate(
     new_tokens, attention = [], []
     cache = model.new_kv_cache() if use_kv_cache else None
     step_input = tokens
-    with evaluating(model):
+    with evaluating(model), no_grad():
         for _ in range(max_new_tokens):
             if use_kv_cache:
                 logits = model(np.asarray([step_input]), kv_cache=cache)
@@ -161,7 +161,7 @@ def translate(
     if beam_size == 1:  # greedy: the same decoding as translate_batch, for a batch of one
         return translate_batch(model, [src], max_len, bos, eos)[0]
     steps = min(max_len, model.max_len - 1)
-    with evaluating(model):
+    with evaluating(model), no_grad():
         memory = model.encode(np.asarray([src]))
         beams = [([int(bos)], 0.0)]  # (tokens, total log-prob)
         finished = []
@@ -230,7 +230,7 @@ def translate_batch(
     eos = check_token_id(eos, "eos", model.tgt_vocab_size)
     steps = min(max_len, model.max_len - 1)  # as translate: bos + steps tokens must fit
     results: list[list[int]] = []
-    with evaluating(model):
+    with evaluating(model), no_grad():
         for start in range(0, len(sources), batch_size):
             chunk = sources[start : start + batch_size]
             lengths = np.array([len(src) for src in chunk])

@@ -44,40 +44,10 @@ class Linear(Module):
         self.weight = Parameter(rng.uniform(-bound, bound, (d_in, d_out)).astype(dtype))
         self.bias = Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
 
-    @classmethod
-    def side_by_side(cls, linears: list[Linear]) -> Linear:
-        """One ``Linear(d_in, sum of d_out)`` whose weight holds ``linears``' weights as
-        column blocks (the fused Q/K/V projection of attention: one matmul instead of three).
-
-        The returned map owns the memory; give each part a view of it with :meth:`columns`.
-        """
-        fused = cls.__new__(cls)
-        fused.d_in, fused.d_out = linears[0].d_in, sum(linear.d_out for linear in linears)
-        fused.weight = Parameter(np.concatenate([linear.weight.data for linear in linears], 1))
-        has_bias = linears[0].bias is not None
-        fused.bias = (
-            Parameter(np.concatenate([lin.bias.data for lin in linears])) if has_bias else None
-        )
-        return fused
-
-    def columns(self, start: int, stop: int) -> Linear:
-        """A ``Linear(d_in, stop - start)`` computing output columns ``start:stop`` of this
-        one. Its ``weight``/``bias`` (values and gradients) are *views* into this map's
-        arrays: an optimiser step or ``load_state_dict`` on either is seen by both."""
-        part = Linear.__new__(Linear)
-        part.d_in, part.d_out = self.d_in, stop - start
-        part.weight = Parameter(self.weight.data[:, start:stop], self.weight.grad[:, start:stop])
-        part.bias = (
-            None
-            if self.bias is None
-            else Parameter(self.bias.data[start:stop], self.bias.grad[start:stop])
-        )
-        return part
-
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., d_in)`` -> ``(..., d_out)``."""
         check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.d_in)
-        self._x = x
+        self.save_for_backward(x=x)
         # (B, T, d_in) @ W as one 2-D matmul over all B*T rows: one BLAS call, where a 3-D
         # operand would make NumPy loop over the batch.
         y = _flatten_leading(x) @ self.weight.data
@@ -87,6 +57,7 @@ class Linear(Module):
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """``dW = x^T dy`` (summed over every leading axis), ``db = sum dy``, ``dx = dy W^T``."""
+        self.check_ready_for_backward()
         x_rows, dy_rows = _flatten_leading(self._x), _flatten_leading(grad_output)
         self.weight.grad += x_rows.T @ dy_rows
         if self.bias is not None:
@@ -105,8 +76,9 @@ class Embedding(Module):
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
         """ids: integer ``(...)`` -> ``(..., dim)``."""
-        self._ids = check_token_ids(ids, "ids", self.num)
-        return self.weight.data[self._ids]
+        ids = check_token_ids(ids, "ids", self.num)
+        self.save_for_backward(ids=ids)
+        return self.weight.data[ids]
 
     def backward(self, grad_output: np.ndarray) -> None:
         """Scatter-add each position's gradient into its token's row.
@@ -114,6 +86,7 @@ class Embedding(Module):
         ``np.add.at`` (not ``grad[ids] += g``) so a token used twice gets both gradients.
         Token ids have no gradient, so this returns None.
         """
+        self.check_ready_for_backward()
         np.add.at(self.weight.grad, self._ids.reshape(-1), _flatten_leading(grad_output))
 
 
@@ -130,12 +103,12 @@ class LayerNorm(Module):
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x: ``(..., dim)`` -> same shape."""
         check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.dim)
-        y, self._x_hat, self._inv_std = F.layer_norm_forward(
-            x, self.gamma.data, self.beta.data, self.eps
-        )
+        y, x_hat, inv_std = F.layer_norm_forward(x, self.gamma.data, self.beta.data, self.eps)
+        self.save_for_backward(x_hat=x_hat, inv_std=inv_std)
         return y
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        self.check_ready_for_backward()
         dx, dgamma, dbeta = F.layer_norm_backward(
             grad_output, self._x_hat, self._inv_std, self.gamma.data
         )
@@ -154,7 +127,6 @@ class Dropout(Module):
     def __init__(self, p: float = 0.0, *, seed=None, rng=None):
         self.p = check_probability(p, "p")
         self._rng = make_rng(seed, rng)
-        self._mask = None
 
     def new_mask(self, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray | None:
         """A fresh multiplier (:func:`tfscratch.functional.dropout_mask`) for an array of
@@ -167,19 +139,22 @@ class Dropout(Module):
         return F.dropout_mask(shape, self.p, self._rng, dtype=dtype)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self._mask = self.new_mask(x.shape, x.dtype)
-        return x if self._mask is None else x * self._mask
+        mask = self.new_mask(x.shape, x.dtype)
+        self.save_for_backward(mask=mask)
+        return x if mask is None else x * mask
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        self.check_ready_for_backward()
         return grad_output if self._mask is None else grad_output * self._mask
 
 
 class ReLU(Module):
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self._x = x
+        self.save_for_backward(x=x)
         return F.relu(x)
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        self.check_ready_for_backward()
         return F.relu_backward(grad_output, self._x)
 
 
@@ -190,11 +165,12 @@ class GELU(Module):
         self.approximate = check_choice(approximate, "approximate", F.GELU_APPROXIMATIONS)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        self._x = x
-        y, self._gate = F.gelu_forward(x, self.approximate)
+        y, gate = F.gelu_forward(x, self.approximate)
+        self.save_for_backward(x=x, gate=gate)
         return y
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        self.check_ready_for_backward()
         return F.gelu_backward(grad_output, self._x, self.approximate, gate=self._gate)
 
 

@@ -22,10 +22,11 @@ class CrossEntropyLoss(Module):
         self.label_smoothing = float(label_smoothing)
 
     def forward(self, logits: np.ndarray, targets: np.ndarray) -> float:
-        self._logits, self._targets = logits, targets
+        self.save_for_backward(logits=logits, targets=targets)
         return F.cross_entropy(logits, targets, self.ignore_index, self.label_smoothing)
 
     def backward(self, grad_output: float = 1.0) -> np.ndarray:
+        self.check_ready_for_backward()
         grad = F.cross_entropy_backward(
             self._logits, self._targets, self.ignore_index, self.label_smoothing
         )

@@ -163,6 +163,8 @@ def _make_rotary(config: dict, max_len: int) -> RotaryPositionalEmbedding | None
 
 def _check_token_batch(tokens, name: str, vocab_size: int, max_len: int, offset: int = 0):
     tokens = check_token_ids(tokens, name, vocab_size, ndim=2)
+    if tokens.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tokens.shape}); expected (B>=1, T)")
     if tokens.shape[1] == 0:
         raise ValueError(f"{name} has no positions (shape {tokens.shape}); expected (B, T>=1)")
     check_length(tokens.shape[1], max_len, f"{name} length", offset=offset)
@@ -276,11 +278,12 @@ class DecoderLM(Module):
             x = block(x, kv_cache=kv_cache[index] if kv_cache else None)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        self._h = x
+        self.save_for_backward(h=x)
         return _vocab_logits(x, self.lm_head, self.tok_emb)
 
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, vocab_size)``."""
+        self.check_ready_for_backward()
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.vocab_size,))
         grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tok_emb)
         if self.ln_f is not None:
@@ -388,7 +391,7 @@ class Seq2SeqTransformer(Module):
             )
         if self.decoder_ln is not None:
             x = self.decoder_ln(x)
-        self._h = x
+        self.save_for_backward(h=x)
         return _vocab_logits(x, self.lm_head, self.tgt_emb)
 
     def forward(self, src, tgt_in, src_pad_mask=None, tgt_pad_mask=None) -> np.ndarray:
@@ -404,6 +407,7 @@ class Seq2SeqTransformer(Module):
 
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, tgt_vocab_size)``."""
+        self.check_ready_for_backward()
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.tgt_vocab_size,))
         grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tgt_emb)
         if self.decoder_ln is not None:
@@ -497,17 +501,19 @@ class EncoderClassifier(Module):
             x = block(x, key_padding_mask=key_padding_mask)
         if self.ln_f is not None:
             x = self.ln_f(x)
-        self._seq_shape, self._keep = x.shape, keep
+        pool_weights = None
         if self.pooling == "cls":
             pooled = x[:, 0]
         else:
             weights = keep / np.maximum(keep.sum(axis=1, keepdims=True), 1)
-            self._pool_weights = weights.astype(x.dtype)[:, :, None]  # (B, T, 1)
-            pooled = np.sum(x * self._pool_weights, axis=1)
+            pool_weights = weights.astype(x.dtype)[:, :, None]  # (B, T, 1)
+            pooled = np.sum(x * pool_weights, axis=1)
+        self.save_for_backward(seq_shape=x.shape, pool_weights=pool_weights)
         return self.head(pooled)
 
     def backward(self, grad_logits: np.ndarray) -> None:
         """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, n_classes)``."""
+        self.check_ready_for_backward()
         _check_grad_logits(grad_logits, (self._seq_shape[0], self.head.d_out))
         d_pooled = self.head.backward(grad_logits)  # (B, D)
         if self.pooling == "cls":

@@ -9,12 +9,16 @@ Every layer in tfscratch is a ``Module`` with an explicit ``forward`` and ``back
 
 There is no autograd tape: each backward is written next to its forward, micrograd-style,
 so the chain rule is visible line by line.
+
+``with no_grad():`` (as PyTorch's ``torch.no_grad``) runs forwards that keep nothing for a
+backward: generation, translation and evaluation use it, so they hold no memory for a
+backward that never comes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ContextDecorator, contextmanager
 
 import numpy as np
 
@@ -51,25 +55,99 @@ class Parameter:
     """A trainable array with its gradient.
 
     Attributes:
-        data: the values, any shape.
+        data: the values, any shape; a float32 or float64 array that this parameter owns
+            (contiguous, shared with no other parameter). Assigning a new array, as a
+            hand-written optimiser does (``p.data = p.data - lr * p.grad``), copies it in
+            with the parameter's own dtype; an array of another shape raises ``ValueError``.
         grad: same shape and dtype as ``data``; ``backward`` passes add into it and
-            ``zero_grad`` resets it.
+            ``zero_grad`` resets it. Assigning works as for ``data`` (None means zeros).
+
+    The forward of every layer reads ``parameter.data`` at the time it runs, so whatever
+    you assign is what the model computes with.
     """
 
-    def __init__(self, data: np.ndarray, grad: np.ndarray | None = None):
-        self.data = np.asarray(data)
-        # `grad` is given only for a view into a larger parameter (see Linear.columns)
-        self.grad = np.zeros_like(self.data) if grad is None else grad
+    def __init__(self, data: np.ndarray):
+        data = np.asarray(data)
+        if not np.issubdtype(data.dtype, np.floating):
+            raise TypeError(f"Parameter data must be a float array, got dtype {data.dtype}")
+        self._data = np.array(data, order="C")  # a copy this parameter owns
+        self._grad = np.zeros_like(self._data)
+
+    @property
+    def data(self) -> np.ndarray:
+        return self._data
+
+    @data.setter
+    def data(self, value) -> None:
+        if value is not self._data:  # `p.data -= step` updates in place, then lands here
+            self._data = self._own_copy(value, "data")
+
+    @property
+    def grad(self) -> np.ndarray:
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is None:  # as PyTorch's `p.grad = None`: start again from zero
+            value = np.zeros_like(self._data)
+        if value is not self._grad:  # `p.grad += g` adds in place, then lands here
+            self._grad = self._own_copy(value, "grad")
+
+    def _own_copy(self, value, name: str) -> np.ndarray:
+        """``value`` as a new contiguous array of this parameter's shape and dtype."""
+        array = np.asarray(value)
+        if array.shape != self._data.shape:
+            raise ValueError(
+                f"Parameter.{name} must keep the shape {self._data.shape}; got an array of "
+                f"shape {array.shape} (a new shape needs a new layer)"
+            )
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise TypeError(f"Parameter.{name} must be a numeric array, got dtype {array.dtype}")
+        # keeps float32 float32 even when the update was computed in float64
+        return np.array(array, dtype=self._data.dtype, order="C")
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.data.shape
+        return self._data.shape
 
     def zero_grad(self) -> None:
-        self.grad[...] = 0
+        self._grad[...] = 0
 
     def __repr__(self) -> str:
-        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+        return f"Parameter(shape={self._data.shape}, dtype={self._data.dtype})"
+
+
+# --- no_grad: forwards that keep nothing for a backward ---------------------------------------
+_grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    """False inside ``with no_grad():``, where forwards keep nothing for a backward."""
+    return _grad_enabled
+
+
+class no_grad(ContextDecorator):  # lower case: named as PyTorch's torch.no_grad
+    """``with tfscratch.no_grad():`` runs forwards that keep nothing for ``backward``.
+
+    Inside it every module's forward computes its output as usual (and attention still sets
+    ``.attn_weights``) but keeps no cache, and a ``backward`` raises a clear error. Use it to
+    evaluate, generate or look at a model: memory then holds only what the forward needs
+    while it runs. Also a decorator (``@no_grad()``); nested blocks restore the mode they
+    found, also when the block raises.
+    """
+
+    def __init__(self):
+        self._previous: list[bool] = []  # a stack, so one instance may be re-entered
+
+    def __enter__(self):
+        global _grad_enabled
+        self._previous.append(_grad_enabled)
+        _grad_enabled = False
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        global _grad_enabled
+        _grad_enabled = self._previous.pop()
 
 
 class Module:
@@ -82,15 +160,13 @@ class Module:
     """
 
     training: bool = True
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # module(x) is exactly module.forward(x) (no hooks, unlike PyTorch): make the class's
-        # __call__ its forward, so calling a layer costs no extra Python call.
-        if "forward" in vars(cls):
-            cls.__call__ = cls.forward
+    # None: no forward yet; True: the last forward kept what backward needs; False: it ran
+    # inside no_grad() and kept nothing.
+    _ready_for_backward: bool | None = None
 
     def __call__(self, *inputs, **options):
+        """``module(x)`` is ``module.forward(x)``, looked up on the instance, so a forward
+        you wrap or replace (``layer.forward = watch(layer.forward)``) is the one called."""
         return self.forward(*inputs, **options)
 
     def forward(self, *inputs, **options):  # pragma: no cover - abstract
@@ -98,6 +174,30 @@ class Module:
 
     def backward(self, grad_output):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # --- what forward keeps for backward ------------------------------------------------
+    def save_for_backward(self, **arrays) -> None:
+        """Keep what ``backward`` will need, as ``self._<name>`` (cs231n's cache).
+
+        ``self.save_for_backward(x=x)`` sets ``self._x``. Inside :class:`no_grad` nothing is
+        kept: each name is set to None, which also frees what an earlier forward kept.
+        """
+        keep = _grad_enabled
+        for name, value in arrays.items():
+            setattr(self, f"_{name}", value if keep else None)
+        self._ready_for_backward = keep
+
+    def check_ready_for_backward(self) -> None:
+        """Raise a clear error when no forward has kept what ``backward`` needs."""
+        if self._ready_for_backward:
+            return
+        name = type(self).__name__
+        if self._ready_for_backward is None:
+            raise RuntimeError(f"{name}.backward was called before any forward: run forward first")
+        raise RuntimeError(
+            f"{name}.backward: the last forward ran inside no_grad(), which keeps nothing for a "
+            "backward; run the forward again outside `with no_grad():`"
+        )
 
     # --- walking the tree -------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:

@@ -87,11 +87,12 @@ class LearnedPositionalEmbedding(Module):
         offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
         check_length(T, self.max_len, offset=offset)
-        self._span = (offset, offset + T)
+        self.save_for_backward(span=(offset, offset + T))
         return x + self.weight.data[offset : offset + T]
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """Each used position's row gets the gradient summed over the batch."""
+        self.check_ready_for_backward()
         start, stop = self._span
         self.weight.grad[start:stop] += grad_output.sum(axis=0)
         return grad_output
@@ -196,9 +197,11 @@ class RotaryPositionalEmbedding(Module):
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         check_float_array(x, "x", ndim=(2, 3, 4), last_dim=self.d_head)
-        self._offset = check_int(offset, "offset", minimum=0)
-        check_length(x.shape[-2], self.max_len, offset=self._offset)
-        return self.rotate(x, self._offset)
+        offset = check_int(offset, "offset", minimum=0)
+        check_length(x.shape[-2], self.max_len, offset=offset)
+        self.save_for_backward(offset=offset)
+        return self.rotate(x, offset)
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        self.check_ready_for_backward()
         return self.rotate_backward(grad_output, self._offset)

@@ -40,7 +40,7 @@ from .checks import check_positive_int
 from .data import IGNORE_INDEX
 from .loss import CrossEntropyLoss
 from .malloc import tune_malloc
-from .module import Module, evaluating, in_mode
+from .module import Module, evaluating, in_mode, no_grad
 from .optim import clip_grad_norm
 
 __all__ = [
@@ -141,7 +141,7 @@ def evaluate(model: Module, batches: Iterable, task: Task | None = None) -> floa
     """
     task = LanguageModelTask() if task is None else task
     total, count = 0.0, 0
-    with evaluating(model):
+    with evaluating(model), no_grad():
         for batch in batches:
             loss, n = task(model, batch, backward=False)
             total += loss * n

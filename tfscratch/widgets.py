@@ -37,7 +37,7 @@ from .checks import check_int, check_positive_int, check_seed, check_token_ids
 from .functional import causal_mask
 from .generate import generate
 from .models import DecoderLM
-from .module import evaluating
+from .module import evaluating, no_grad
 from .tokenizers import Tokenizer
 from .viz import attention_heatmap
 
@@ -165,7 +165,8 @@ def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray
     for name, value, count in (("layer", layer, n_layers), ("head", head, n_heads)):
         if not 0 <= check_int(value, name) < count:
             raise ValueError(f"{name}={value} must be in [0, {count}): this model has {count}")
-    with evaluating(model):  # dropout off: the picture is the model's, not one random mask's
+    # dropout off: the picture is the model's, not one random mask's
+    with evaluating(model), no_grad():
         model(tokens[None, :])
     return model.blocks[layer].attn.attn_weights[0, head].copy()
 
