@@ -6,7 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# nbval's options (the sanitizers and a plugin with its settings) live with the tests, so the
+# notebooks/ folder a learner's Lab opens holds only the course.
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	-p tests.nbval_plugin
 LAB_ARGS ?=
 # The folder `make lab` opens (the browser test points it at a copy of notebooks/).
 LAB_DIR ?= notebooks
@@ -96,7 +99,7 @@ endif
 
 ## notebooks: re-execute every notebook in place (outputs stored for nbval to compare)
 notebooks: $(DEV_INSTALLED)
-	$(BIN)/python notebooks/execute.py $(NOTEBOOKS)
+	$(BIN)/python tests/execute_notebooks.py $(NOTEBOOKS)
 
 ## bench: the speed tables of benchmarks/README.md
 bench: $(DEV_INSTALLED)
@@ -120,8 +123,8 @@ assignments: $(CLASSROOM_INSTALLED)
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 lint: $(DEV_INSTALLED)
-	$(BIN)/ruff check tfscratch tests benchmarks classroom notebooks/execute.py notebooks/conftest.py
-	$(BIN)/ruff format --check tfscratch tests benchmarks classroom notebooks/execute.py notebooks/conftest.py
+	$(BIN)/ruff check tfscratch tests benchmarks classroom
+	$(BIN)/ruff format --check tfscratch tests benchmarks classroom
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,13 +1,17 @@
 """Re-execute course notebooks in place and store them clean.
 
-Usage: ``python notebooks/execute.py [notebooks/NN_name.ipynb ...]`` (default: all of them).
-``make notebooks`` runs this inside the project's venv, so the stored outputs are made with
-the pinned versions of ``constraints.txt`` and match what ``make test`` (nbval) produces.
+Usage: ``python tests/execute_notebooks.py [notebooks/NN_name.ipynb ...]`` (default: all of
+them). ``make notebooks`` runs this inside the project's venv, so the stored outputs are made
+with the pinned versions of ``constraints.txt`` and match what ``make test`` (nbval) produces.
+It lives with the tests, not in notebooks/, so the folder a learner opens holds only the course.
 
 Each notebook runs top to bottom in a fresh kernel (``python3``, the venv's), with the
 notebooks folder as working directory, exactly as nbval runs it. Afterwards the notebook is
-stripped of everything that is not course content: kernel/language info stays, widget
-state, execution timings and any cell metadata other than ``nbgrader`` and ``tags`` go.
+stripped of everything that is not course content or that differs between machines: the
+kernel and language stay, but not the Python version the kernel ran (``language_info.version``,
+a patch release that changes from laptop to laptop); widget state, execution timings and any
+cell metadata other than ``nbgrader`` and ``tags`` (nbval's ``nbval-ignore-output``, the README
+figure's ``readme-figure``) go.
 
 The first picture drawn by the cell tagged ``readme-figure`` is saved as a thumbnail in
 ``notebooks/figures/NN_name.png`` for the course overview in the README.
@@ -26,11 +30,13 @@ import nbformat
 from nbclient import NotebookClient
 from PIL import Image
 
-HERE = Path(__file__).resolve().parent
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 KEPT_CELL_METADATA = ("nbgrader", "tags")
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
+# Keys of the kept metadata whose value depends on the machine that executed the notebook.
+MACHINE_METADATA = {"language_info": ("version",)}
 CELL_TIMEOUT_S = 600
-FIGURES = HERE / "figures"
+FIGURES = NOTEBOOKS_DIR / "figures"
 README_FIGURE_TAG = "readme-figure"
 THUMBNAIL_WIDTH = 360
 
@@ -40,6 +46,9 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata = nbformat.NotebookNode(
         {key: nb.metadata[key] for key in KEPT_NOTEBOOK_METADATA if key in nb.metadata}
     )
+    for key, machine_keys in MACHINE_METADATA.items():
+        for machine_key in machine_keys:
+            nb.metadata.get(key, {}).pop(machine_key, None)
     for index, cell in enumerate(nb.cells):
         cell.metadata = nbformat.NotebookNode(
             {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted(HERE.glob("[0-9][0-9]_*.ipynb"))
+    paths = args.notebooks or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     total = 0.0
     for path in paths:
         print(f"{path.name:<40}", end="", flush=True)

@@ -1,4 +1,6 @@
-"""nbval settings for the course notebooks (the command-line options live in the Makefile).
+"""nbval settings for the course notebooks, a pytest plugin: the Makefile's NBVAL variable
+loads it (``-p tests.nbval_plugin``) with the other command-line options. It lives with the
+tests rather than as a conftest.py in notebooks/, which a learner's Lab shows.
 
 Warnings must never reach a learner's screen, and the notebooks are written so none do; a
 stray stderr line from a library (for example a deprecation notice after an upgrade) must
