@@ -33,6 +33,9 @@ from PIL import Image
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 KEPT_CELL_METADATA = ("nbgrader", "tags")
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info")
+# The kernel every notebook runs in, as JupyterLab writes it when it opens one with the venv's
+# python3 kernel: stored exactly so, opening a notebook does not change it.
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 # Keys of the kept metadata whose value depends on the machine that executed the notebook.
 MACHINE_METADATA = {"language_info": ("version",)}
 CELL_TIMEOUT_S = 600
@@ -46,6 +49,7 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.metadata = nbformat.NotebookNode(
         {key: nb.metadata[key] for key in KEPT_NOTEBOOK_METADATA if key in nb.metadata}
     )
+    nb.metadata.kernelspec = nbformat.NotebookNode(KERNELSPEC)
     for key, machine_keys in MACHINE_METADATA.items():
         for machine_key in machine_keys:
             nb.metadata.get(key, {}).pop(machine_key, None)

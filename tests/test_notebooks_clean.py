@@ -1,15 +1,18 @@
 """Committed notebooks are executed, clean and gradeable.
 
 nbval checks that every stored output is reproduced; this file checks what nbval cannot:
-that the stored notebooks are the course (the ten, then the three extra ones, in order), carry no stray metadata or
-widget state, show no errors, warnings or machine-specific paths, read well without a kernel
-(finished progress bars, a static view beside every widget, no widget left in an error
-state), and that their "Your turn" exercises are in nbgrader's format so
-`make assignments` can make student versions.
+that the stored notebooks are the course (the ten, then the three extra ones, in order) and
+the only thing in the folder a learner's Lab opens besides their figures and README, carry no
+stray metadata, widget state or metadata that differs between machines, keep nbval's markers
+as cell tags rather than comments in the code, show no errors, warnings or machine-specific
+paths, read well without a kernel (finished progress bars, every widget carrying its static
+view in its own output, no widget left in an error state), and that their "Your turn"
+exercises are in nbgrader's format so `make assignments` can make student versions.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -33,7 +36,27 @@ COURSE = [
     "13_tiled_attention.ipynb",
 ]
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}
+# What ipykernel reports about any Python 3 kernel: the same on every machine. Its `version`
+# (the patch release, e.g. 3.11.7) is not stored: tests/execute_notebooks.py drops it.
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+LANGUAGE_INFO = {
+    "name": "python",
+    "mimetype": "text/x-python",
+    "file_extension": ".py",
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+}
 CELL_METADATA = {"nbgrader", "tags"}
+# Cell tags the course uses: nbval's markers (tags, not `# NBVAL_...` comments in the code a
+# learner reads), the README thumbnail's cell, and a cell that only guards the prose's claims.
+NBVAL_TAGS = {"nbval-ignore-output", "nbval-skip", "nbval-check-output", "raises-exception"}
+CELL_TAGS = NBVAL_TAGS | {"readme-figure", "claim-check"}
+NBVAL_COMMENT = re.compile(r"^\s*#\s*NBVAL_", re.MULTILINE)
+# What the notebooks/ folder (the one `make lab` opens) may hold: the course, its pictures and
+# a README. Names JupyterLab hides (dot files, __pycache__) do not count.
+COURSE_FOLDER = {"README.md", "figures"}
+HIDDEN_IN_LAB = re.compile(r"^(\..*|__pycache__|.*\.pyc)$")
 # An absolute path in an output means the notebook printed where it ran.
 ABSOLUTE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|[A-Z]:\\\\)")
 SOLUTION = {"solution": True, "grade": False, "locked": False, "schema_version": 3}
@@ -59,6 +82,16 @@ def test_the_course_is_the_thirteen_notebooks_of_the_plan():
     assert [path.name for path in PATHS] == COURSE
 
 
+def test_the_notebooks_folder_holds_only_the_course():
+    """A learner's Lab opens notebooks/: no test runner, conftest or sanitize file beside the
+    notebooks (they live in tests/), only the notebooks, their figures and a README."""
+    shown = {path.name for path in NOTEBOOKS_DIR.iterdir() if not HIDDEN_IN_LAB.match(path.name)}
+    assert shown == set(COURSE) | COURSE_FOLDER, sorted(shown - set(COURSE) - COURSE_FOLDER)
+    assert {path.name for path in (NOTEBOOKS_DIR / "figures").iterdir()} == {
+        name.replace(".ipynb", ".png") for name in COURSE
+    }
+
+
 @pytest.fixture(params=PATHS, ids=lambda path: path.stem)
 def notebook(request):
     return read(request.param)
@@ -72,6 +105,55 @@ def test_notebook_keeps_only_kernel_and_language_metadata(notebook):
     assert set(notebook.metadata) <= NOTEBOOK_METADATA
     assert "widgets" not in notebook.metadata
     assert notebook.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_notebook_metadata_is_the_same_on_every_machine(notebook):
+    """No Python patch version (or anything else of the machine that ran it): the learner's
+    Lab fills in the version of its own kernel when it opens a notebook, and saves without it
+    (jupyter/learner/jupyter_server_config.py), so opening a notebook does not change it."""
+    assert notebook.metadata["kernelspec"] == KERNELSPEC
+    assert notebook.metadata["language_info"] == LANGUAGE_INFO
+
+
+def test_nbval_markers_are_cell_tags_not_comments_in_the_code(notebook):
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            assert not NBVAL_COMMENT.search(cell.source), (
+                f"cell {index} has an nbval comment marker: use the cell tag instead "
+                f"(e.g. nbval-ignore-output), which a learner does not read in the code"
+            )
+        tags = cell.metadata.get("tags", [])
+        assert set(tags) <= CELL_TAGS, f"cell {index} has unknown tags {set(tags) - CELL_TAGS}"
+        assert len(tags) == len(set(tags)), f"cell {index} repeats a tag: {tags}"
+
+
+def test_outputs_of_long_floating_point_chains_are_left_out_by_tag():
+    """The tags are what nbval reads: the training notebook's cells are tagged, not marked."""
+    tagged = [
+        cell
+        for cell in read(NOTEBOOKS_DIR / "07_training.ipynb").cells
+        if "nbval-ignore-output" in cell.metadata.get("tags", [])
+    ]
+    assert tagged and all(cell.cell_type == "code" for cell in tagged)
+
+
+def test_the_notebook_runner_keeps_tags_and_drops_machine_metadata():
+    runner = importlib.import_module("tests.execute_notebooks")
+    nb = nbformat.v4.new_notebook(
+        metadata={
+            "kernelspec": {**KERNELSPEC, "display_name": "Python 3"},
+            "language_info": {**LANGUAGE_INFO, "version": "3.11.7"},
+            "widgets": {"application/vnd.jupyter.widget-state+json": {}},
+        }
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "1 + 1", metadata={"tags": ["nbval-ignore-output"], "scrolled": True}
+        )
+    ]
+    runner.clean(nb)
+    assert nb.metadata == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
+    assert nb.cells[0].metadata == {"tags": ["nbval-ignore-output"]}
 
 
 def test_cells_keep_only_nbgrader_and_tags_metadata(notebook):
