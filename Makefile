@@ -40,23 +40,39 @@ NO_NBGRADER_SERVER := --ServerApp.jpserver_extensions="{\
 .PHONY: lab formgrader test test-package test-notebooks test-browser test-binder notebooks \
 	bench bench-memory assignments lint clean
 
-$(BIN)/python:
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "tfscratch needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
-	@echo "==> Creating a virtual environment in $(VENV)/ (first run only)"
-	$(PYTHON) -m venv $(VENV)
+# The venv is ready when pip is in it. Python's venv module installs pip with ensurepip, which
+# some systems ship apart (Debian and Ubuntu: python3-venv); without it `python3 -m venv`
+# stops half-way and leaves a .venv with no pip, on which every later run would fail with
+# "No module named pip". So the rule first checks that $(PYTHON) has ensurepip and says in one
+# sentence what to install; a .venv without pip (a failed or interrupted run's) is removed and
+# made again. A failed pip install leaves the venv and no stamp: the next run installs again.
+VENV_READY := $(BIN)/pip
+NO_VENV = { echo "==> $(PYTHON) cannot create a virtual environment with pip, so nothing was\
+ installed: install Python's venv module (on Debian or Ubuntu: sudo apt install\
+ python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv)\
+ and run 'make $(or $(MAKECMDGOALS),lab)' again." >&2; rm -rf $(VENV); exit 1; }
 
-$(LEARNER_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+$(VENV_READY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "tfscratch needs Python 3.11 or newer (found " + sys.version.split()[0] + ")")'
+	@$(PYTHON) -c 'import ensurepip, venv; ensurepip.version()' >/dev/null 2>&1 || $(NO_VENV)
+	@if [ -e $(VENV) ]; then echo "==> $(VENV)/ has no pip (an earlier run stopped half-way): making it again"; \
+		rm -rf $(VENV); fi
+	@echo "==> Creating a virtual environment in $(VENV)/ (first run only)"
+	@$(PYTHON) -m venv $(VENV) || $(NO_VENV)
+	@test -x $@ || $(NO_VENV)
+
+$(LEARNER_INSTALLED): pyproject.toml constraints.txt | $(VENV_READY)
 	@echo "==> Installing tfscratch, JupyterLab and their dependencies into $(VENV)/ at the"
 	@echo "    versions of constraints.txt (first run, or after they change: a few minutes)"
 	$(PIP_INSTALL) -e '.[lab]'
 	@touch $@
 
-$(CLASSROOM_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+$(CLASSROOM_INSTALLED): pyproject.toml constraints.txt | $(VENV_READY)
 	@echo "==> Installing the instructor's tools (nbgrader, the 'classroom' extra) into $(VENV)/"
 	$(PIP_INSTALL) -e '.[lab,classroom]'
 	@touch $@
 
-$(DEV_INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
+$(DEV_INSTALLED): pyproject.toml constraints.txt | $(VENV_READY)
 	@echo "==> Installing tfscratch with its test, dev, classroom and browser-test tools into $(VENV)/"
 	$(PIP_INSTALL) -e '.[lab,test,classroom,dev,browser]'
 	@touch $@ $(LEARNER_INSTALLED) $(CLASSROOM_INSTALLED)  # a superset of both
