@@ -215,8 +215,8 @@ def is_widget(output) -> bool:
     return WIDGET_VIEW in output.get("data", {})
 
 
-def static_view(outputs, index: int) -> str | None:
-    """What a reader without a kernel sees of the widget stored at ``outputs[index]``, or None.
+def static_view(output) -> str | None:
+    """What a reader without a kernel sees of a stored widget output, or None.
 
     Without a kernel (GitHub, nbviewer) a widget output shows at best its ``text/plain``; for
     an ipywidgets box that is its repr, ``SamplingPlayground(children=(HBox(...`` cut after
@@ -225,35 +225,48 @@ def static_view(outputs, index: int) -> str | None:
     * its own text is a progress-bar frame: tqdm's widget stores the text of its bar
       (``names: 100%|##########| 2400/2400 [00:27<00:00, loss=2.1]``), a complete rendering
       of its state (``test_stored_progress_bars_are_finished`` requires it to be finished); or
-    * the next output of the same cell is not a widget and holds HTML or a PNG: the static
-      view that tfscratch.widgets displays right after each of its widgets and updates when
-      the widget's state changes (the settings and names, the heatmap).
+    * its mimebundle holds, beside the widget view, HTML or a PNG: the fallback that
+      tfscratch.widgets puts in the widget's own output (the settings and names, the heatmap)
+      and refreshes when the widget's state changes. JupyterLab renders the widget view and
+      only it; GitHub and nbviewer, which cannot, render the fallback.
     """
-    text = str(outputs[index].get("data", {}).get("text/plain", ""))
+    data = output.get("data", {})
+    text = str(data.get("text/plain", ""))
     if PROGRESS_FRAME.search(text):
         return text
-    if index + 1 < len(outputs):
-        following = outputs[index + 1]
-        data = following.get("data", {})
-        if not is_widget(following) and any(mime in data for mime in STATIC_MIMES):
-            return str(data.get("text/plain", ""))
+    if any(mime in data for mime in STATIC_MIMES):
+        return text
     return None
 
 
-def test_every_stored_widget_has_a_static_view(notebook):
+def test_every_stored_widget_carries_its_static_view(notebook):
     for index, cell in enumerate(notebook.cells):
-        outputs = cell.get("outputs", [])
-        for k, output in enumerate(outputs):
+        for output in cell.get("outputs", []):
             if is_widget(output):
                 text = str(output.data.get("text/plain", ""))[:80]
-                assert static_view(outputs, k) is not None, (
+                assert static_view(output) is not None, (
                     f"cell {index} stores a widget with no static view (its text: {text!r}); "
-                    "display the state beside it (tfscratch.widgets does this for its widgets)"
+                    "put HTML or a PNG of its state in its own mimebundle "
+                    "(tfscratch.widgets.StaticViewBox does this for its widgets)"
+                )
+
+
+def test_every_widget_shows_once(notebook):
+    """In JupyterLab a widget shows once: no second output that repeats its state below it
+    (the static view travels in the widget's own output, where only pages without a kernel
+    show it)."""
+    for index, cell in enumerate(notebook.cells):
+        for k, output in enumerate(cell.get("outputs", [])):
+            marker = output.get("metadata", {}).get("tfscratch", {})
+            if "static_view_of" in marker:
+                assert is_widget(output), (
+                    f"cell {index} output {k} is a separate static view of its "
+                    f"{marker['static_view_of']}: re-execute with `make notebooks`"
                 )
 
 
 def test_stored_static_views_show_no_error(notebook):
-    """tfscratch.widgets marks each static view with the widget's error (None when its
+    """tfscratch.widgets marks each widget output with the widget's error (None when its
     settings are valid): a notebook must not leave a widget showing an error message."""
     for index, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
@@ -272,15 +285,14 @@ def test_static_view_rule_on_made_up_outputs():
     widget = {WIDGET_VIEW: {"model_id": "0", "version_major": 2, "version_minor": 0}}
     bare = display({**widget, "text/plain": "SamplingPlayground(children=(HBox(children=…"})
     bar = display({**widget, "text/plain": "names: 100%|##########| 2400/2400 [00:27<00:00]"})
-    names = display({"text/plain": "1. emma", "text/html": "<ol><li>emma</li></ol>"})
-    figure = display({"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="})
-    assert static_view([bare], 0) is None
-    assert static_view([bare, bare], 0) is None  # another widget is not a view of it
-    assert static_view([bare, display({"text/plain": "ok"})], 0) is None  # plain text: a repr?
-    assert static_view([names, bare], 1) is None  # a view is *after* its widget
-    assert static_view([bare, names], 0) == "1. emma"
-    assert static_view([bare, figure], 0) == "<Figure>"
-    assert static_view([bar], 0).startswith("names: 100%")
+    names = display({**widget, "text/plain": "1. emma", "text/html": "<ol><li>emma</li></ol>"})
+    figure = display({**widget, "text/plain": "<Figure>", "image/png": "iVBORw0KGgo="})
+    plain = display({**widget, "text/plain": "ok"})
+    assert static_view(bare) is None
+    assert static_view(plain) is None  # plain text alone: a repr, perhaps
+    assert static_view(names) == "1. emma"
+    assert static_view(figure) == "<Figure>"
+    assert static_view(bar).startswith("names: 100%")
 
 
 def test_exercises_are_in_nbgrader_format(notebook):

@@ -3,6 +3,7 @@
 import base64
 import html
 import inspect
+import io
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ matplotlib.use("Agg")  # headless: must precede any pyplot import
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import tfscratch
 import tfscratch.widgets
@@ -247,6 +249,42 @@ def test_playground_shows_a_bad_prompt_as_an_error_instead_of_raising(model, tok
     assert playground.error is None and len(playground.names) == 2
 
 
+def test_playground_says_that_the_prompt_box_samples_on_enter(model, tokenizer):
+    """The prompt box samples when Enter is pressed (not on every keystroke): it says so, in
+    the placeholder and in a hint that stays beside it once something is typed."""
+    playground = SamplingPlayground(model, tokenizer, n=2)
+    assert "Enter" in playground.prompt.placeholder and "Enter" in playground.prompt.tooltip
+    assert "press Enter" in playground.prompt_hint.value
+    row = playground.children[1].children
+    assert row[row.index(playground.prompt) + 1] is playground.prompt_hint
+
+
+def test_an_empty_sample_is_shown_as_empty_not_as_a_blank(model, tokenizer, monkeypatch):
+    names = ["", "emma", ""]  # a model may end a name (<eos>) before its first letter
+    monkeypatch.setattr(tfscratch.widgets, "sample_names", lambda *args, **kwargs: names)
+    playground = SamplingPlayground(model, tokenizer, n=3)
+    empty = html.escape(tfscratch.widgets.EMPTY_SAMPLE)
+    items = re.findall(r"<li><code>(.*?)</code></li>", playground.output.value)
+    assert len(items) == 3 and empty in items[0] and items[1] == "emma" and empty in items[2]
+    view = playground.static_view()
+    assert view["text/plain"].endswith("(empty: <eos> first), emma, (empty: <eos> first)")
+    assert view["text/html"].count(empty) == 2
+
+
+def test_an_unknown_symbol_error_says_what_a_widget_user_can_type(model, tokenizer):
+    """Not the tokenizer's advice (encode(..., unknown='unk'), an option a text box lacks):
+    which symbols are unknown, and the ones the model knows."""
+    playground = SamplingPlayground(model, tokenizer, n=2)
+    playground.prompt.value = "Em!"
+    error = playground.error
+    assert error.startswith("prompt='Em!' cannot be encoded: 'E' and '!' are not among")
+    assert "the 26 characters this model knows (abcdefghijklmnopqrstuvwxyz)" in error
+    assert "unknown=" not in error and "unknown=" not in playground.output.value
+    with pytest.raises(ValueError, match="'E' is not among") as raised:
+        AttentionExplorer(model, tokenizer, ["Emma"])
+    assert "unknown=" not in str(raised.value)
+
+
 def test_playground_settings_are_the_callback_arguments(model, tokenizer):
     playground = SamplingPlayground(
         model, tokenizer, temperature=0.7, top_k=3, top_p=0.9, seed=4, n=2, prompt="a"
@@ -283,6 +321,19 @@ def test_explorer_update_follows_the_dropdowns(model, tokenizer):
     explorer.example.value = "olivia"
     assert explorer.weights.shape == (7, 7)
     assert explorer.figure.axes[0].get_title() == "layer 1, head 3: 'olivia'"
+
+
+def test_explorer_heatmap_fits_a_laptop_screen(tokenizer):
+    """At most 400 px tall below the dropdowns, even for the longest name the model takes."""
+    model = DecoderLM(tokenizer.vocab_size, d_model=8, n_heads=2, n_layers=1, max_len=32, seed=0)
+    longest, short = "a" * (model.max_len - 1), "emma"
+    explorer = AttentionExplorer(model, tokenizer, [longest, short])
+    for example in (longest, short):
+        explorer.example.value = example
+        width, height = Image.open(io.BytesIO(bytes(explorer.image.value))).size
+        assert height <= 400 and width <= 520, (example, width, height)
+    colorbar = explorer.figure.axes[0].images[0].colorbar
+    assert colorbar.ax.get_ylabel() == "attention weight"
 
 
 def test_explorer_rejects_examples_it_cannot_encode(model, tokenizer):
@@ -364,14 +415,28 @@ def displayed(monkeypatch):
     return sent
 
 
-def test_displaying_a_widget_shows_it_then_its_static_view(model, tokenizer, displayed):
-    playground = SamplingPlayground(model, tokenizer, n=2)
-    playground._ipython_display_()
-    (_, live, _), (_, static, metadata) = displayed
-    assert "application/vnd.jupyter.widget-view+json" in live
-    assert live["text/plain"].startswith("SamplingPlayground: a live widget")
-    assert "text/html" not in live  # the widget output stays a widget: the view is separate
-    assert static == playground.static_view() and metadata == playground.static_view_metadata()
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.mark.parametrize("kind", ["playground", "explorer"])
+def test_displaying_a_widget_makes_one_output_with_its_static_view_beside_it(
+    model, tokenizer, displayed, kind
+):
+    """One output, one mimebundle: JupyterLab renders the widget view and only it; GitHub and
+    nbviewer, which cannot, fall back to the static view's HTML or PNG in the same bundle."""
+    if kind == "playground":
+        widget = SamplingPlayground(model, tokenizer, n=2)
+    else:
+        widget = AttentionExplorer(model, tokenizer, ["emma"])
+    widget._ipython_display_()
+    ((_, bundle, metadata),) = displayed  # not a second output below the widget
+    assert bundle[WIDGET_VIEW]["model_id"] == widget.model_id
+    static = widget.static_view()
+    assert {mime: bundle[mime] for mime in static} == static
+    assert set(static) & {"text/html", "image/png"}
+    assert bundle["text/plain"] == static["text/plain"]  # the state, not a cut-off repr
+    assert metadata == widget.static_view_metadata()
+    assert widget._repr_mimebundle_() == bundle  # display(widget) and the formatter agree
 
 
 def test_the_static_view_follows_every_update(model, tokenizer, displayed):
@@ -381,8 +446,10 @@ def test_the_static_view_follows_every_update(model, tokenizer, displayed):
     del displayed[:]
     explorer.example.value = "olivia"  # a dropdown change calls update()
     assert [kind for kind, _, _ in displayed] == ["update", "update"]
-    assert displayed[-1][1] == explorer.static_view()
+    assert displayed[-1][1] == {**explorer._repr_mimebundle_(), **explorer.static_view()}
+    assert WIDGET_VIEW in displayed[-1][1]  # the refreshed output is still the widget
     assert "'olivia'" in displayed[-1][1]["text/plain"]
+    assert displayed[-1][2] == explorer.static_view_metadata()
 
 
 def test_a_widget_never_displayed_refreshes_nothing(model, tokenizer, displayed):

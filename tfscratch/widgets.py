@@ -15,10 +15,11 @@ A notebook asserts on what ``update()`` stored (``names``, ``weights``), never o
 
 A saved notebook keeps a live widget only as a model id: on GitHub, on nbviewer, or in Lab
 without a kernel, it shows nothing of the widget's state. So both widgets derive from
-:class:`StaticViewBox`: displayed in a notebook, they show the live widget and, right after
-it, a **static view** of their state (the settings and sampled names as HTML and text; the
-heatmap as a PNG), which every ``update()`` refreshes through a display handle. The stored
-notebook therefore shows each widget's last state, e.g. after Run All.
+:class:`StaticViewBox`: the one output a widget makes in a notebook carries, beside the live
+widget, a **static view** of its state (the settings and sampled names as HTML and text; the
+heatmap as a PNG). JupyterLab shows the live widget and only it; a page that cannot run a
+widget (GitHub, nbviewer) falls back to the static view. Every ``update()`` refreshes it through
+a display handle, so a notebook executed headless stores each widget's last state.
 """
 
 from __future__ import annotations
@@ -69,6 +70,27 @@ def _check_pair(model, tokenizer) -> None:
         )
 
 
+def _encode_known(tokenizer: Tokenizer, text: str, what: str) -> list[int]:
+    """``<bos>`` + the ids of ``text``; a symbol the model never saw is an error whose advice
+    a widget user can follow: which symbols are unknown, and which ones the model knows.
+
+    (The tokenizer's own message suggests ``encode(..., unknown='unk')``, an option of code,
+    not of a text box; and a prompt of ``<unk>`` tokens would not mean what was typed.)"""
+    known = set(tokenizer.vocab)
+    unknown = list(dict.fromkeys(t for t in tokenizer.split(text) if t not in known))
+    if unknown:
+        listed = " and ".join(repr(token) for token in unknown[:5])
+        verb = "is" if len(unknown) == 1 else "are"
+        vocab = tokenizer.vocab
+        separator = "" if tokenizer.unit == "characters" else " "
+        shown = separator.join(vocab[:60]) + (" ..." if len(vocab) > 60 else "")
+        raise ValueError(
+            f"{what} cannot be encoded: {listed} {verb} not among the {len(vocab)} "
+            f"{tokenizer.unit} this model knows ({shown}); use only those"
+        )
+    return tokenizer.encode(text, add_bos=True, unknown="error")
+
+
 def sample_names(
     model: DecoderLM,
     tokenizer: Tokenizer,
@@ -109,10 +131,7 @@ def sample_names(
         raise TypeError(f"top_k must be an int (0 or None = off), got {top_k!r}")
     if top_k is not None and top_k < 0:
         raise ValueError(f"top_k={top_k!r} must be >= 0 (0 or None = off)")
-    try:
-        prompt_ids = tokenizer.encode(prompt, add_bos=True, unknown="error")
-    except ValueError as error:
-        raise ValueError(f"prompt={prompt!r} cannot be encoded: {error}") from None
+    prompt_ids = _encode_known(tokenizer, prompt, f"prompt={prompt!r}")
     room = model.max_len - len(prompt_ids)
     if room < 1:
         raise ValueError(
@@ -175,17 +194,22 @@ def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray
 
 
 class StaticViewBox(widgets.VBox):
-    """A ``VBox`` that, displayed in a notebook, also shows a static view of its state.
+    """A ``VBox`` whose notebook output also holds a static view of its state.
 
-    ``display(box)`` (or ``box`` as the last line of a cell) makes two outputs: the live
-    widget, then :meth:`static_view`, a plain mimebundle (``text/plain`` with ``text/html`` or
-    ``image/png``) sent through a display handle. :meth:`refresh_static_view`, which a
-    subclass calls at the end of every ``update()``, re-sends it, so the view follows the
-    widget and a saved notebook stores the last state. Outside a notebook nothing is
-    displayed and the refresh does nothing.
+    ``display(box)`` (or ``box`` as the last line of a cell) makes **one** output. Its
+    mimebundle holds the live widget (``application/vnd.jupyter.widget-view+json``) and, in
+    the same bundle, :meth:`static_view` (``text/plain`` with ``text/html`` or ``image/png``):
+    the alternatives a frontend chooses from. JupyterLab renders the widget and nothing else;
+    GitHub and nbviewer, which cannot run a widget, render the static view instead.
 
-    The view's output metadata, ``{"tfscratch": {"static_view_of": <class>, "error": ...}}``,
-    says which widget it shows and whether that widget shows an error (``error`` is the
+    :meth:`refresh_static_view`, which a subclass calls at the end of every ``update()``,
+    re-sends the bundle through a display handle, so a notebook executed headless (nbclient,
+    ``make notebooks``) stores the last state. JupyterLab applies such a refresh only while
+    the displaying cell still runs, which leaves the live widget alone when its controls move.
+    Outside a notebook nothing is displayed and the refresh does nothing.
+
+    The output's metadata, ``{"tfscratch": {"static_view_of": <class>, "error": ...}}``,
+    says which widget it holds and whether that widget shows an error (``error`` is the
     message, ``None`` when the settings are valid), so a test can check a stored notebook.
 
     Subclasses implement ``update()``, :meth:`static_view` and set ``error``.
@@ -201,42 +225,46 @@ class StaticViewBox(widgets.VBox):
         return {"tfscratch": {"static_view_of": type(self).__name__, "error": self.error}}
 
     def refresh_static_view(self) -> None:
-        """Re-send the static view to every place this widget was displayed."""
+        """Re-send the widget with its current static view wherever it was displayed."""
         for handle in getattr(self, "_static_view_handles", []):
-            handle.update(self.static_view(), metadata=self.static_view_metadata(), raw=True)
+            handle.update(self._repr_mimebundle_(), metadata=self.static_view_metadata(), raw=True)
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
-        """The live widget; its text says where the state is (instead of a cut-off repr)."""
-        bundle = super()._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = (
-            f"{type(self).__name__}: a live widget (it needs a running kernel); "
-            "its state is shown below"
-        )
-        return bundle
+        """The live widget and, beside it, the static view; its text is the view's text (not
+        the widget's repr, cut off after 110 characters)."""
+        return {**super()._repr_mimebundle_(**kwargs), **self.static_view()}
 
     def _ipython_display_(self) -> None:
-        # IPython calls this instead of _repr_mimebundle_: the widget, then its static view.
-        display(self._repr_mimebundle_(), raw=True)
+        # IPython calls this instead of _repr_mimebundle_: one output, kept for refreshes.
         handle = display(
-            self.static_view(), metadata=self.static_view_metadata(), raw=True, display_id=True
+            self._repr_mimebundle_(),
+            metadata=self.static_view_metadata(),
+            raw=True,
+            display_id=True,
         )
         if not hasattr(self, "_static_view_handles"):
             self._static_view_handles = []
         self._static_view_handles.append(handle)
 
 
+# How a sample with no characters is shown: the model ended it (<eos>) before anything else.
+EMPTY_SAMPLE = "(empty: <eos> first)"
+
+
+def _name_html(name: str, prompt: str) -> str:
+    """One sample as HTML: the prompt in bold so the continuation stands out; an empty sample
+    says so in grey instead of showing nothing."""
+    if not name:
+        return f"<span style='color: #777'>{html.escape(EMPTY_SAMPLE)}</span>"
+    if not prompt:
+        return html.escape(name)
+    return f"<b>{html.escape(prompt)}</b>{html.escape(name.removeprefix(prompt))}"
+
+
 def _names_html(names: Sequence[str], prompt: str) -> str:
-    """Names as an HTML list, the prompt part in bold so the continuation stands out."""
-    items = []
-    for name in names:
-        continuation = name.removeprefix(prompt)
-        shown = (
-            f"<b>{html.escape(prompt)}</b>{html.escape(continuation)}"
-            if prompt
-            else (html.escape(name))
-        )
-        items.append(f"<li><code>{shown or '&nbsp;'}</code></li>")
-    return f"<ol style='columns: 3'>{''.join(items)}</ol>"
+    """Names as an HTML list, three columns."""
+    items = "".join(f"<li><code>{_name_html(name, prompt)}</code></li>" for name in names)
+    return f"<ol style='columns: 3'>{items}</ol>"
 
 
 def _error_html(error: Exception | str) -> str:
@@ -253,6 +281,10 @@ def _settings_text(settings: dict) -> str:
     )
 
 
+# Shown next to the prompt box, which samples when Enter is pressed.
+PROMPT_HINT = "press Enter to sample"
+
+
 class SamplingPlayground(StaticViewBox):
     """Sliders for temperature, top-k, top-p, seed and number of samples, a prompt box, and
     the sampled names below them.
@@ -262,9 +294,9 @@ class SamplingPlayground(StaticViewBox):
     of the last bad setting (``None`` when the settings were fine): a bad prompt shows its
     error in the output instead of raising in the middle of the learner's interaction.
 
-    Display it as the last expression of a cell (``SamplingPlayground(model, tok)``); below
-    the live widget, its static view lists the settings and the names (see
-    :class:`StaticViewBox`).
+    Display it as the last expression of a cell (``SamplingPlayground(model, tok)``); its
+    static view, what a page without a kernel shows instead, lists the settings and the names
+    (see :class:`StaticViewBox`). The prompt box samples when Enter is pressed, and says so.
     """
 
     def __init__(
@@ -302,9 +334,15 @@ class SamplingPlayground(StaticViewBox):
         )
         self.seed = widgets.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed")
         self.n = widgets.IntSlider(value=n, min=1, max=40, description="samples", **no_dragging)
+        # Sampled on Enter (or when the box loses focus), not on every keystroke: say so.
         self.prompt = widgets.Text(
-            value=prompt, description="prompt", placeholder="e.g. em", **no_dragging
+            value=prompt,
+            description="prompt",
+            placeholder="e.g. em, then Enter",
+            tooltip="Type how the names start, then press Enter",
+            **no_dragging,
         )
+        self.prompt_hint = widgets.HTML(f"<small>{html.escape(PROMPT_HINT)}</small>")
         self.output = widgets.HTML()
         self.names: list[str] = []
         self.error: str | None = None
@@ -315,7 +353,7 @@ class SamplingPlayground(StaticViewBox):
         super().__init__(
             [
                 widgets.HBox([self.temperature, self.top_k, self.top_p]),
-                widgets.HBox([self.seed, self.n, self.prompt]),
+                widgets.HBox([self.seed, self.n, self.prompt, self.prompt_hint]),
                 self.output,
             ]
         )
@@ -348,8 +386,8 @@ class SamplingPlayground(StaticViewBox):
     def static_view(self) -> dict[str, str]:
         """The settings and the sampled names (or the error), as text and HTML.
 
-        One compact paragraph, not a second copy of the widget's list: in a live notebook it
-        sits right below the widget.
+        One compact paragraph: the settings, then the names (an empty one as
+        ``EMPTY_SAMPLE``), the prompt part in bold.
         """
         settings = _settings_text(self.settings())
         caption = f"<small>Static view · SamplingPlayground: {html.escape(settings)}</small>"
@@ -358,12 +396,17 @@ class SamplingPlayground(StaticViewBox):
                 "text/plain": f"SamplingPlayground ({settings}): error: {self.error}",
                 "text/html": caption + _error_html(self.error),
             }
-        prompt = f"<b>{html.escape(self.prompt.value)}</b>" if self.prompt.value else ""
-        shown = [prompt + html.escape(name.removeprefix(self.prompt.value)) for name in self.names]
+        shown = [_name_html(name, self.prompt.value) for name in self.names]
+        listed = [name or EMPTY_SAMPLE for name in self.names]
         return {
-            "text/plain": f"SamplingPlayground ({settings}):\n" + ", ".join(self.names),
+            "text/plain": f"SamplingPlayground ({settings}):\n" + ", ".join(listed),
             "text/html": f"<p>{caption}<br><code>{', '.join(shown)}</code></p>",
         }
+
+
+# The explorer's heatmap: at most 4 inches at 100 dpi, so 400 px, whatever the name's length.
+HEATMAP_DPI = 100
+HEATMAP_MAX_INCHES = 4.0
 
 
 class AttentionExplorer(StaticViewBox):
@@ -375,8 +418,8 @@ class AttentionExplorer(StaticViewBox):
     holds the last ``(T, T)`` array, ``labels`` its tokens and ``figure`` the last Figure.
 
     The Figure is made without pyplot, so a notebook does not also draw it below the widget.
-    Below the live widget its static view is the same picture, with the weights as text (see
-    :class:`StaticViewBox`).
+    It is at most 400 px tall, so the dropdowns and the picture fit on a laptop screen. The
+    static view is the same picture, with the weights as text (see :class:`StaticViewBox`).
     """
 
     def __init__(
@@ -396,10 +439,7 @@ class AttentionExplorer(StaticViewBox):
         for text in examples:
             if not isinstance(text, str):
                 raise TypeError(f"examples must hold str, got {type(text).__name__} {text!r}")
-            try:
-                ids = tokenizer.encode(text, add_bos=True, unknown="error")
-            except ValueError as error:
-                raise ValueError(f"example {text!r} cannot be encoded: {error}") from None
+            ids = _encode_known(tokenizer, text, f"example {text!r}")
             if len(ids) > model.max_len:
                 raise ValueError(
                     f"example {text!r} has {len(ids)} tokens with <bos>; the model's "
@@ -433,9 +473,10 @@ class AttentionExplorer(StaticViewBox):
         self.labels = [self.tokenizer.tokens[i] for i in ids]
         # Causal: the future is blocked, not "weight 0"; mask it so it is drawn grey.
         shown = np.ma.masked_array(self.weights, mask=causal_mask(len(ids)))
-        size = min(2.5 + 0.4 * len(ids), 9.0)
-        figure = Figure(figsize=(size + 1.0, size), layout="constrained")
-        attention_heatmap(
+        # Small enough to sit below the dropdowns on a laptop screen (<= 400 px tall).
+        size = min(1.8 + 0.2 * len(ids), HEATMAP_MAX_INCHES)
+        figure = Figure(figsize=(size + 0.9, size), layout="constrained")
+        ax = attention_heatmap(
             shown,
             self.labels,
             self.labels,
@@ -444,8 +485,9 @@ class AttentionExplorer(StaticViewBox):
             vmin=0.0,
             vmax=1.0,
         )
+        ax.images[0].colorbar.set_label("attention weight")
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=90)
+        figure.savefig(buffer, format="png", dpi=HEATMAP_DPI)
         self.figure = figure
         self.image.value = buffer.getvalue()
         self.refresh_static_view()
