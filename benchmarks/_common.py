@@ -7,9 +7,12 @@ when it is not installed, and the scripts then print the NumPy rows only.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import platform
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,59 @@ def _loaded_openblas() -> Path | None:
         if "openblas" in Path(path).name.lower() and ".so" in path:
             return Path(path)
     return None
+
+
+def _openblas_call(names: tuple[str, ...], restype):
+    """Call the first of ``names`` the loaded OpenBLAS exports (no arguments), or None."""
+    library = _loaded_openblas()
+    if library is None:
+        return None
+    blas = ctypes.CDLL(str(library))
+    for symbol in names:
+        function = getattr(blas, symbol, None)
+        if function is not None:
+            function.restype = restype
+            return function()
+    return None
+
+
+def blas_kernel() -> str:
+    """The CPU kernel OpenBLAS picked (e.g. ``Haswell``, ``Zen``), and OPENBLAS_CORETYPE if set."""
+    core = _openblas_call(
+        ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"),
+        ctypes.c_char_p,
+    )
+    name = core.decode() if core else "?"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    return f"{name} (OPENBLAS_CORETYPE={forced})" if forced else name
+
+
+def load_package_copy(folder: Path, name: str = "tfscratch_before"):
+    """Import the ``tfscratch`` package inside ``folder`` (for example a git worktree of an
+    earlier commit: ``git worktree add /tmp/before HEAD~1``) under the name ``name``, so one
+    run can time the two versions side by side, round by round."""
+    init = Path(folder) / "tfscratch" / "__init__.py"
+    if not init.is_file():
+        raise SystemExit(f"--before {folder}: no tfscratch/__init__.py there")
+    spec = importlib.util.spec_from_file_location(
+        name, init, submodule_search_locations=[str(init.parent)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe_checkout(folder: Path) -> str:
+    """``folder``'s git commit (short hash and subject's start), or the folder's name."""
+    try:
+        line = subprocess.run(
+            ["git", "-C", str(folder), "log", "-1", "--format=%h %s"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return Path(folder).name
+    return line[:60]
 
 
 def numpy_blas_threads() -> int:
@@ -90,6 +146,7 @@ def machine_rows(torch=None, compares_torch: bool = True) -> list[tuple[str, str
         ("Python", platform.python_version()),
         ("NumPy", f"{np.__version__} ({_blas_name()})"),
         ("NumPy BLAS threads", str(numpy_blas_threads())),
+        ("OpenBLAS kernel", blas_kernel()),
         ("tfscratch", tfscratch.__version__),
     ]
     if not compares_torch:

@@ -19,7 +19,6 @@ import argparse
 import numpy as np
 from _common import markdown_table, print_header
 
-import tfscratch
 from tfscratch import functional as F
 from tfscratch.nn import MultiHeadAttention
 from tfscratch.timing import measure_scaling
@@ -50,7 +49,6 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=2048, help="largest T (a power of two)")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per size (median)")
     args = parser.parse_args()
-    tfscratch.tune_malloc()  # as tfscratch.train does; an explicit call since issue 11
     sizes = [2**power for power in range(6, int(np.log2(args.max_len)) + 1)]
     fit_last = min(FIT_LAST, len(sizes))
 

@@ -12,15 +12,26 @@ greedily with its own KV cache under ``torch.inference_mode()``, with as many th
 NumPy's BLAS uses. A second table shows the cost of one token at several positions: flat with
 the cache, growing without it.
 
-Usage: ``.venv/bin/python benchmarks/bench_generation.py [--new-tokens 256]``
+``--before DIR`` also times another copy of the package (a git worktree of an earlier
+commit) in rounds alternating with this one, to measure a change.
+
+Usage: ``.venv/bin/python benchmarks/bench_generation.py [--new-tokens 256] [--before DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
-from _common import load_torch, markdown_table, numpy_blas_threads, print_header
+from _common import (
+    describe_checkout,
+    load_package_copy,
+    load_torch,
+    markdown_table,
+    numpy_blas_threads,
+    print_header,
+)
 
 import tfscratch
 from tfscratch.timing import time_call
@@ -84,6 +95,34 @@ def torch_step_at(torch, reference, position: int):
     return cached_step
 
 
+def compare_with_before(args, model, n_new: int, run, cached_tokens) -> None:
+    """This version's generation against another copy's, in alternating rounds."""
+    before = load_package_copy(args.before)
+    old_model = before.DecoderLM(**CONFIG, max_len=model.max_len, seed=0).eval()
+
+    def run_before(use_kv_cache):
+        return before.generate(old_model, PROMPT, n_new, temperature=0, use_kv_cache=use_kv_cache)
+
+    if run_before(True) != cached_tokens:
+        raise SystemExit("the two tfscratch versions generate different tokens")
+    print(f"\nAgainst tfscratch before ({describe_checkout(args.before)}), same tokens:\n")
+    rows = []
+    for use_kv_cache in (True, False):
+        ratios = []
+        for _ in range(args.rounds if use_kv_cache else 3):
+            ours = time_call(lambda c=use_kv_cache: run(c), repeats=1, warmup=0)
+            theirs = time_call(lambda c=use_kv_cache: run_before(c), repeats=1, warmup=0)
+            ratios.append(ours / theirs)
+        rows.append(
+            [
+                "KV cache" if use_kv_cache else "recompute",
+                f"{float(np.median(ratios)):.2f}",
+                f"{min(ratios):.2f} to {max(ratios):.2f}",
+            ]
+        )
+    print(markdown_table(["generation", "time now / before (median)", "rounds"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -91,8 +130,10 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=9, help="alternating rounds for the cached ratio"
     )
+    parser.add_argument(
+        "--before", type=Path, help="a folder holding another tfscratch/ to time alongside"
+    )
     args = parser.parse_args()
-    tfscratch.tune_malloc()  # as tfscratch.train does; an explicit call since issue 11
     n_new = args.new_tokens
 
     torch = load_torch()
@@ -173,6 +214,9 @@ def main() -> None:
             f"PyTorch's greedy tokens equal tfscratch's at {agreement}/{n_new} positions; "
             f"first-step logits differ by {logits_error:.1e}"
         )
+
+    if args.before is not None:
+        compare_with_before(args, model, n_new, run, cached_tokens)
 
     header = ["position", "tfscratch cached ms", "tfscratch recompute ms"]
     if torch is not None:

@@ -11,9 +11,6 @@ script runs each notebook top to bottom in a fresh kernel under nbclient (as nbv
 * **after the last cell**: ``VmRSS`` once every cell has run, what an idle kernel keeps
   holding while the learner moves on to the next notebook.
 
-The package's malloc tuning is left as the package ships it (``tfscratch.tune_malloc()``,
-called by ``train()``); ``TFSCRATCH_NO_MALLOPT=1`` in the environment turns it off for a
-comparison.
 Linux only (``/proc``). Not part of ``make test``: ``make bench-memory`` runs it.
 
 Usage::

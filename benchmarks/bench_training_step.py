@@ -11,16 +11,22 @@ times both with the same number of threads: PyTorch is told to use as many threa
 NumPy's BLAS uses. Calls alternate (tfscratch, PyTorch, tfscratch, ...) so a change in the
 machine's speed hits both; the ratio is the median of the per-round ratios.
 
-Usage: ``.venv/bin/python benchmarks/bench_training_step.py [--rounds 10]``
+``--before DIR`` adds the same step run by another copy of the package (a git worktree of an
+earlier commit), alternating with the others round by round, to measure a change.
+
+Usage: ``.venv/bin/python benchmarks/bench_training_step.py [--rounds 10] [--before DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from time import perf_counter
 
 import numpy as np
 from _common import (
+    describe_checkout,
+    load_package_copy,
     load_torch,
     markdown_table,
     median,
@@ -30,8 +36,6 @@ from _common import (
 )
 
 import tfscratch
-from tfscratch.nn import CrossEntropyLoss
-from tfscratch.optim import Adam
 from tfscratch.timing import time_call
 
 CONFIG = {"vocab_size": 28, "d_model": 64, "n_heads": 4, "n_layers": 4, "d_ff": 256, "max_len": 64}
@@ -41,10 +45,10 @@ BATCH, SEQ_LEN, LR = 32, 32, 1e-3
 class NumpyStep:
     """tfscratch's training step, split in phases so each can be timed alone."""
 
-    def __init__(self, model, inputs, targets):
+    def __init__(self, model, inputs, targets, package=tfscratch):
         self.model, self.inputs, self.targets = model, inputs, targets
-        self.loss_fn = CrossEntropyLoss()
-        self.optimizer = Adam(model.parameters(), lr=LR)
+        self.loss_fn = package.nn.CrossEntropyLoss()
+        self.optimizer = package.optim.Adam(model.parameters(), lr=LR)
 
     def forward(self) -> float:
         self.optimizer.zero_grad()
@@ -149,13 +153,9 @@ def main() -> None:
         help="alternating timing rounds (each: 5 steps of each framework)",
     )
     parser.add_argument(
-        "--no-tune-malloc",
-        action="store_true",
-        help="leave glibc's allocator as it is (default: call tfscratch.tune_malloc(), as "
-        "tfscratch.train.train does)",
+        "--before", type=Path, help="a folder holding another tfscratch/ to time alongside"
     )
     args = parser.parse_args()
-    malloc_tuned = False if args.no_tune_malloc else tfscratch.tune_malloc()
 
     torch = load_torch()
     threads = numpy_blas_threads()
@@ -170,12 +170,20 @@ def main() -> None:
     model = tfscratch.DecoderLM(**CONFIG, seed=0)
     print(
         f"DecoderLM({', '.join(f'{k}={v}' for k, v in CONFIG.items())}): "
-        f"{model.num_parameters():,} parameters; batch {BATCH} x {SEQ_LEN} tokens, float32; "
-        f"tfscratch.tune_malloc() {'on' if malloc_tuned else 'off'}\n"
+        f"{model.num_parameters():,} parameters; batch {BATCH} x {SEQ_LEN} tokens, float32\n"
     )
 
     numpy_step = NumpyStep(model, inputs, targets)
     steps = {"tfscratch (NumPy)": numpy_step}
+    if args.before is not None:
+        before = load_package_copy(args.before)
+        old_model = before.DecoderLM(**CONFIG, seed=0)
+        old_step = NumpyStep(old_model, inputs, targets, package=before)
+        if abs(old_step.forward() - numpy_step.forward()) > 1e-5:
+            raise SystemExit("the two tfscratch versions compute different losses")
+        old_model.zero_grad()
+        model.zero_grad()
+        steps[f"tfscratch before ({describe_checkout(args.before)})"] = old_step
     if torch is not None:
         from _torch_reference import ATTENTION_FLAVOURS, from_tfscratch
 
@@ -224,18 +232,19 @@ def main() -> None:
         )
     print(f"Median of {args.rounds} rounds x 5 steps (phases: median of 7 steps each):\n")
     print(markdown_table(header, rows))
-    if torch is not None:
+    if len(steps) > 1:
         ours = per_round["tfscratch (NumPy)"]
         print()
         for name in list(steps)[1:]:
             ratios = [a / b for a, b in zip(ours, per_round[name])]
             print(
                 f"ratio tfscratch / {name} (time per step, median of per-round ratios): "
-                f"{median(ratios):.2f}"
+                f"{median(ratios):.2f} (rounds {min(ratios):.2f} to {max(ratios):.2f})"
             )
+        torch_threads = f", PyTorch {torch.get_num_threads()}" if torch is not None else ""
         print(
-            f"(<= 1.0: tfscratch is as fast or faster); threads: NumPy BLAS {threads}, "
-            f"PyTorch {torch.get_num_threads()}"
+            f"(<= 1.0: tfscratch is as fast or faster); threads: NumPy BLAS {threads}"
+            + torch_threads
         )
     print()
 

@@ -213,8 +213,3 @@ print("clean")
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert result.stdout.strip() == "clean", result.stderr
-
-
-def test_tune_malloc_is_an_explicit_call_that_reports_whether_it_took_effect(monkeypatch):
-    monkeypatch.setenv("TFSCRATCH_NO_MALLOPT", "1")
-    assert tfscratch.tune_malloc() is False

@@ -10,7 +10,7 @@ Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
 or ipywidgets are imported on first use (``tfscratch.viz`` works without an explicit
 ``import tfscratch.viz``), so ``import tfscratch`` stays fast. Importing changes nothing outside the package (no global
-random state, allocator or warning settings); ``tfscratch.tune_malloc()`` is an explicit call.
+random state, allocator or warning settings).
 """
 
 import importlib
@@ -19,7 +19,6 @@ from . import functional, nn, optim
 from .checkpoint import load, save
 from .generate import generate, translate
 from .gradcheck import gradcheck
-from .malloc import tune_malloc
 from .models import DecoderLM, EncoderClassifier, Seq2SeqTransformer
 from .module import is_grad_enabled, no_grad
 
@@ -58,5 +57,4 @@ __all__ = [
     "optim",
     "save",
     "translate",
-    "tune_malloc",
 ]

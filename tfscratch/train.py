@@ -39,7 +39,6 @@ from .checkpoint import save
 from .checks import check_positive_int
 from .data import IGNORE_INDEX
 from .loss import CrossEntropyLoss
-from .malloc import tune_malloc
 from .module import Module, evaluating, in_mode, no_grad
 from .optim import clip_grad_norm
 
@@ -226,9 +225,6 @@ def train(
         (scored targets per second of that step). ``history.attrs`` holds ``best_val_loss``
         and ``best_step`` when there was validation.
 
-    ``train`` calls :func:`tfscratch.tune_malloc` (a process-wide allocator setting, see
-    :mod:`tfscratch.malloc`): a long loop of same-sized temporaries is where it pays.
-
     Raises:
         FloatingPointError: the loss or the gradient norm became NaN or infinite; the
             message names the step and the learning rate.
@@ -251,7 +247,6 @@ def train(
     batch_stream = iter(batches)
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
-    tune_malloc()  # see tfscratch.malloc: keeps freed temporaries for the next step
     bar = _progress_bar(steps, desc, progress)
     with in_mode(model, training=True), bar:
         for step in range(1, steps + 1):
