@@ -182,10 +182,12 @@ class Module:
         ``self.save_for_backward(x=x)`` sets ``self._x``. Inside :class:`no_grad` nothing is
         kept: each name is set to None, which also frees what an earlier forward kept.
         """
-        keep = _grad_enabled
-        for name, value in arrays.items():
-            setattr(self, f"_{name}", value if keep else None)
-        self._ready_for_backward = keep
+        if _grad_enabled:
+            vars(self).update({f"_{name}": value for name, value in arrays.items()})
+            self._ready_for_backward = True
+        elif self._ready_for_backward is not False:  # once dropped, there is nothing to drop
+            vars(self).update(dict.fromkeys(f"_{name}" for name in arrays))
+            self._ready_for_backward = False
 
     def check_ready_for_backward(self) -> None:
         """Raise a clear error when no forward has kept what ``backward`` needs."""
