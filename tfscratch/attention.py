@@ -33,8 +33,6 @@ padding goes in ``key_padding_mask`` ``(B, T_k)``.
 
 from __future__ import annotations
 
-from itertools import accumulate
-
 import numpy as np
 
 from . import functional as F
@@ -78,8 +76,11 @@ def project_together(x: np.ndarray, linears: tuple[Linear, ...]) -> list[np.ndar
     y = y.reshape(x.shape[:-1] + (-1,))
     # np.split(y, len(linears), axis=-1), as slices (views; np.split costs more than a
     # one-token matmul)
-    stops = list(accumulate(linear.d_out for linear in linears))
-    return [y[..., stop - linear.d_out : stop] for linear, stop in zip(linears, stops)]
+    outputs, start = [], 0
+    for linear in linears:
+        outputs.append(y[..., start : start + linear.d_out])
+        start += linear.d_out
+    return outputs
 
 
 def project_together_backward(
