@@ -296,3 +296,19 @@ def test_seeded_runs_give_identical_histories_apart_from_the_timing():
     )
     other = run_seeded(1)
     assert not np.allclose(first["train_loss"], other["train_loss"])
+
+
+def test_evaluate_scores_a_large_batch_in_chunks_with_the_same_mean():
+    """A whole test set passed as one batch is scored chunk_rows rows at a time: the mean
+    over every target is the same, and the model keeps only the last chunk's attention."""
+    model = tfscratch.DecoderLM(7, 8, 2, 1, max_len=6, seed=0, dtype=np.float64)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 7, (50, 5))
+    targets = np.where(rng.random((50, 5)) < 0.3, -100, rng.integers(0, 7, (50, 5)))
+    whole = evaluate(model, [(tokens, targets)], chunk_rows=50)
+    assert model.blocks[0].attn.attn_weights.shape[0] == 50
+    chunked = evaluate(model, [(tokens, targets)], chunk_rows=8)
+    assert model.blocks[0].attn.attn_weights.shape[0] == 50 - 6 * 8  # the last chunk
+    assert chunked == pytest.approx(whole, rel=1e-12)
+    with pytest.raises(ValueError, match="chunk_rows"):
+        evaluate(model, [(tokens, targets)], chunk_rows=0)

@@ -131,23 +131,50 @@ class ClassificationTask(_CrossEntropyTask):
 Task = Callable[..., tuple[float, int]]
 
 
-def evaluate(model: Module, batches: Iterable, task: Task | None = None) -> float:
-    """Mean loss of ``model`` over ``batches``, in eval mode (no dropout), no backward.
+EVAL_CHUNK_ROWS = 256
 
-    Batches are weighted by how many targets they score, so the result is the mean over
-    every target of the data set, whatever the batch sizes. The model's train/eval mode is
-    restored afterwards.
+
+def evaluate(
+    model: Module, batches: Iterable, task: Task | None = None, chunk_rows: int = EVAL_CHUNK_ROWS
+) -> float:
+    """Mean loss of ``model`` over ``batches``, in eval mode (no dropout), under
+    :func:`~tfscratch.no_grad` (no backward, so nothing is kept for one).
+
+    Args:
+        model: the model to score; its train/eval mode is restored afterwards.
+        batches: an iterable of batches in the layout ``task`` reads (every array's first
+            axis is the batch).
+        task: how a batch becomes a loss (default :class:`LanguageModelTask`).
+        chunk_rows: a batch with more rows is scored ``chunk_rows`` rows at a time, so a
+            whole test set passed as one batch costs the memory of one chunk.
+
+    Returns:
+        The mean loss over every scored target (batches and chunks are weighted by how many
+        targets they score), whatever the batch sizes.
     """
     task = LanguageModelTask() if task is None else task
+    chunk_rows = check_positive_int(chunk_rows, "chunk_rows")
     total, count = 0.0, 0
     with evaluating(model), no_grad():
         for batch in batches:
-            loss, n = task(model, batch, backward=False)
-            total += loss * n
-            count += n
+            for chunk in _row_chunks(batch, chunk_rows):
+                loss, n = task(model, chunk, backward=False)
+                total += loss * n
+                count += n
     if count == 0:
         raise ValueError("batches gave no scored targets: cannot evaluate an empty data set")
     return total / count
+
+
+def _row_chunks(batch, rows: int):
+    """``batch`` (a tuple of arrays sharing their first axis, or None entries) in pieces of
+    at most ``rows`` rows; anything else is passed through whole for the task to judge."""
+    whole = not isinstance(batch, (tuple, list)) or not batch or not hasattr(batch[0], "shape")
+    if whole or len(batch[0]) <= rows:
+        yield batch
+        return
+    for start in range(0, len(batch[0]), rows):
+        yield tuple(None if array is None else array[start : start + rows] for array in batch)
 
 
 def _validation_source(val_batches) -> Callable[[], Iterable]:
