@@ -318,3 +318,19 @@ def test_generation_evaluation_and_translation_leave_no_caches_behind():
     tfscratch.translate(translator, [1, 2, 3], 5, bos=1, eos=2, beam_size=2)
     tfscratch.translate(translator, [1, 2, 3], 5, bos=1, eos=2)
     assert _cache_arrays(translator) == buffers
+
+
+def test_a_projection_called_on_its_own_holds_no_stale_input_after_attention_runs():
+    """A learner calls attn.q_proj(x) by hand (notebook 08 does), then the attention layer:
+    the projection's cache is the attention's input, and inside no_grad it is gone."""
+    attn = nn.MultiHeadAttention(4, 2, seed=0, dtype=np.float64)
+    attn.q_proj(np.ones((1, 1, 4)))
+    x = np.random.default_rng(6).standard_normal((2, 3, 4))
+    attn(x)
+    assert attn.q_proj._x is x and attn.v_proj._x is x
+    with tfscratch.no_grad():
+        attn(x)
+    assert not [
+        (type(m).__name__, k) for m in attn.modules() for k, v in vars(m).items()
+        if k.startswith("_") and isinstance(v, np.ndarray)
+    ]  # fmt: skip

@@ -67,8 +67,11 @@ def project_together(x: np.ndarray, linears: tuple[Linear, ...]) -> list[np.ndar
     ``x @ [W_1 | W_2 | ...] + [b_1 | b_2 | ...]``, split back into one ``(B, T, d_out)``
     output per map: the same numbers as ``[linear(x) for linear in linears]`` (notebook 05
     checks it), in one BLAS call instead of several. Reads the maps' parameters as they are
-    now; keeps nothing (the caller keeps ``x`` for :func:`project_together_backward`).
+    now. Each map records ``x`` as its last input (as if it had been called), so no map is
+    left holding an older input, and inside :class:`~tfscratch.no_grad` none holds any.
     """
+    for linear in linears:
+        linear.save_for_backward(x=x)
     weight = np.concatenate([linear.weight.data for linear in linears], axis=1)
     y = x.reshape(-1, x.shape[-1]) @ weight
     if linears[0].bias is not None:
