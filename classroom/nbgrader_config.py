@@ -1,5 +1,6 @@
 # nbgrader's configuration for the course directory (build/classroom/), copied there by
 # `make assignments`; nbgrader reads it from the directory it runs in.
+import os
 import re
 import warnings
 
@@ -10,6 +11,19 @@ from traitlets import Bool
 
 c = get_config()  # noqa: F821 (nbgrader provides get_config when it loads this file)
 c.CourseDirectory.course_id = "tfscratch"
+
+# nbgrader's exchange: where `release_assignment` puts the student versions, students submit,
+# and `collect` picks the submissions up. nbgrader's default (/usr/local/share/nbgrader/exchange)
+# needs root to create, so on a fresh course the formgrader warned that the exchange was
+# missing. This course keeps its exchange beside this file (build/classroom/exchange), made
+# with the permissions nbgrader documents for it: everyone may write, and the sticky bit keeps
+# one account from deleting another's files. On a hub (`make hub`) the course directory's
+# `exchange` is a link to the hub's shared exchange, so this same file serves both.
+EXCHANGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
+if not os.path.isdir(EXCHANGE):
+    os.makedirs(EXCHANGE)
+    os.chmod(EXCHANGE, 0o1777)
+c.Exchange.root = EXCHANGE
 
 # nbgrader 0.9 builds a submission's gradebook rows (Gradebook.add_submission) in the
 # SQLAlchemy 1.x style: the new rows reach the session only by `db.add(submission)` after

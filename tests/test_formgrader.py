@@ -4,6 +4,8 @@ The learner's Lab hides nbgrader; the instructor's command must show it, on the 
 this test points `make formgrader` at an empty course directory, so it first makes the
 student versions (`make assignments`), then starts JupyterLab there, and checks that the
 server's files are the course's and that nbgrader's formgrader lists every notebook as an assignment (all thirteen).
+Its page warns of nothing on this fresh course: classroom/nbgrader_config.py gives the course its
+own exchange (nbgrader's default one needs root), so "release" and "collect" work at once.
 Marked `lab`: `make test-browser` runs it.
 """
 
@@ -41,3 +43,15 @@ def test_formgrader_opens_jupyterlab_on_the_course_with_every_assignment(formgra
     assert assignments == set(NOTEBOOKS)
     for name in NOTEBOOKS:
         assert (formgrader.course / "release" / name / f"{name}.ipynb").is_file()
+
+
+def test_formgrader_finds_the_course_exchange_on_a_fresh_course(formgrader):
+    status, body = formgrader.api("/formgrader/manage_assignments")
+    assert status == 200, body
+    page = body.decode()
+    assert "Manage Assignments" in page
+    # nbgrader's warnings on this page: no exchange, or no course id ("release" and "collect"
+    # would then be unavailable)
+    assert 'id="warning-exchange"' not in page and 'id="warning-course-id"' not in page
+    exchange = formgrader.course / "exchange"
+    assert exchange.is_dir() and exchange.stat().st_mode & 0o7777 == 0o1777
