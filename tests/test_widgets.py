@@ -332,6 +332,9 @@ def test_explorer_heatmap_fits_a_laptop_screen(tokenizer):
         explorer.example.value = example
         width, height = Image.open(io.BytesIO(bytes(explorer.image.value))).size
         assert height <= 400 and width <= 520, (example, width, height)
+        # shown at that size, not stretched to the width of the box (and taller with it)
+        assert (explorer.image.width, explorer.image.height) == (str(width), str(height))
+        assert explorer.image.layout.align_self == "flex-start"
     colorbar = explorer.figure.axes[0].images[0].colorbar
     assert colorbar.ax.get_ylabel() == "attention weight"
 
@@ -450,6 +453,34 @@ def test_the_static_view_follows_every_update(model, tokenizer, displayed):
     assert WIDGET_VIEW in displayed[-1][1]  # the refreshed output is still the widget
     assert "'olivia'" in displayed[-1][1]["text/plain"]
     assert displayed[-1][2] == explorer.static_view_metadata()
+
+
+class FakeKernel:
+    def __init__(self, msg_type):
+        self.msg_type = msg_type
+
+    def get_parent(self):
+        return {"header": {"msg_type": self.msg_type}}
+
+
+class FakeShell:
+    def __init__(self, msg_type):
+        self.kernel = FakeKernel(msg_type)
+
+
+def test_a_change_made_in_the_frontend_is_not_sent_back(model, tokenizer, displayed, monkeypatch):
+    """A learner's slider move reaches the kernel as a comm message: the live widget already
+    shows it, and a re-sent bundle would make JupyterLab draw the widget anew under the
+    learner's hand. A change made by code (a cell being run) refreshes the stored view."""
+    playground = SamplingPlayground(model, tokenizer, n=2)
+    playground._ipython_display_()
+    del displayed[:]
+    monkeypatch.setattr(tfscratch.widgets, "get_ipython", lambda: FakeShell("comm_msg"))
+    playground.seed.value = 5
+    assert displayed == [] and playground.names == sample_names(model, tokenizer, seed=5, n=2)
+    monkeypatch.setattr(tfscratch.widgets, "get_ipython", lambda: FakeShell("execute_request"))
+    playground.seed.value = 6
+    assert [kind for kind, _, _ in displayed] == ["update"]
 
 
 def test_a_widget_never_displayed_refreshes_nothing(model, tokenizer, displayed):

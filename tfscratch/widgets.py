@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 import numpy as np
+from IPython import get_ipython
 from IPython.display import display
 from matplotlib.figure import Figure
 
@@ -193,6 +194,16 @@ def attention_for(model: DecoderLM, tokens, layer: int, head: int) -> np.ndarray
 # --------------------------------------------------------------------------- wiring
 
 
+def _handling_a_frontend_event() -> bool:
+    """Whether the kernel is handling a widget message from the frontend (a slider moved, a
+    prompt entered) rather than running code: its current request is then a ``comm_msg``."""
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None or not hasattr(kernel, "get_parent"):
+        return False
+    parent = kernel.get_parent() or {}
+    return parent.get("header", {}).get("msg_type") == "comm_msg"
+
+
 class StaticViewBox(widgets.VBox):
     """A ``VBox`` whose notebook output also holds a static view of its state.
 
@@ -203,10 +214,12 @@ class StaticViewBox(widgets.VBox):
     GitHub and nbviewer, which cannot run a widget, render the static view instead.
 
     :meth:`refresh_static_view`, which a subclass calls at the end of every ``update()``,
-    re-sends the bundle through a display handle, so a notebook executed headless (nbclient,
-    ``make notebooks``) stores the last state. JupyterLab applies such a refresh only while
-    the displaying cell still runs, which leaves the live widget alone when its controls move.
-    Outside a notebook nothing is displayed and the refresh does nothing.
+    re-sends the bundle through a display handle when code changed the widget (a cell, or a
+    notebook executed headless: ``make notebooks``, nbval), so the stored notebook shows the
+    last state. When a learner moves a control, the frontend already shows the new state in
+    the live widget, and a re-sent bundle would make JupyterLab draw the widget anew under
+    their hand (losing the focus of the slider they hold): then the refresh does nothing.
+    Outside a notebook nothing is displayed and the refresh does nothing either.
 
     The output's metadata, ``{"tfscratch": {"static_view_of": <class>, "error": ...}}``,
     says which widget it holds and whether that widget shows an error (``error`` is the
@@ -225,7 +238,10 @@ class StaticViewBox(widgets.VBox):
         return {"tfscratch": {"static_view_of": type(self).__name__, "error": self.error}}
 
     def refresh_static_view(self) -> None:
-        """Re-send the widget with its current static view wherever it was displayed."""
+        """Re-send the widget with its current static view wherever it was displayed, unless
+        the change came from the frontend (a control the learner moved)."""
+        if _handling_a_frontend_event():
+            return
         for handle in getattr(self, "_static_view_handles", []):
             handle.update(self._repr_mimebundle_(), metadata=self.static_view_metadata(), raw=True)
 
@@ -342,7 +358,9 @@ class SamplingPlayground(StaticViewBox):
             tooltip="Type how the names start, then press Enter",
             **no_dragging,
         )
-        self.prompt_hint = widgets.HTML(f"<small>{html.escape(PROMPT_HINT)}</small>")
+        self.prompt_hint = widgets.HTML(
+            f"<small style='white-space: nowrap'>{html.escape(PROMPT_HINT)}</small>"
+        )
         self.output = widgets.HTML()
         self.names: list[str] = []
         self.error: str | None = None
@@ -456,7 +474,8 @@ class AttentionExplorer(StaticViewBox):
             options=[(f"head {i}", i) for i in range(n_heads)], value=head, description="head"
         )
         self.example = widgets.Dropdown(options=list(self._examples), description="example")
-        self.image = widgets.Image(format="png")
+        # At its own size: stretched to the box's width, the picture grew taller than a screen.
+        self.image = widgets.Image(format="png", layout=widgets.Layout(align_self="flex-start"))
         self.weights: np.ndarray | None = None
         self.labels: list[str] = []
         self.figure: Figure | None = None
@@ -489,7 +508,9 @@ class AttentionExplorer(StaticViewBox):
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=HEATMAP_DPI)
         self.figure = figure
+        width, height = (figure.get_size_inches() * HEATMAP_DPI).round().astype(int)
         self.image.value = buffer.getvalue()
+        self.image.width, self.image.height = str(width), str(height)
         self.refresh_static_view()
 
     def static_view(self) -> dict[str, str]:
