@@ -5,12 +5,19 @@ What a learner sees is JupyterLab, not nbclient, so this test starts the Makefil
 in the system's Chromium (Debian's chromium and chromium-driver, driven by Selenium), runs
 all cells and checks:
 
+* opening a notebook does not modify it: JupyterLab finds nothing to change once the kernel
+  has started, and the notebook saved right after opening is byte for byte the stored one;
 * no cell ends in an error, and the browser console has no SEVERE entry;
 * every widget output renders as a widget (no "Loading widget...", no text repr, no
-  "Error displaying widget"), and moving a slider changes what the widget shows;
-* the learner's Lab has no nbgrader interface even though nbgrader is in the venv.
+  "Error displaying widget") and shows once: its static view stays out of JupyterLab;
+  moving a slider changes what the widget shows; the playground says "press Enter" and its
+  error for an unknown symbol lists the symbols the model knows; the attention explorer fits
+  a laptop screen;
+* the learner's Lab has no nbgrader interface even though nbgrader is in the venv, starts
+  without the "Jupyter news" notification, and its file browser shows only the course.
 
-A screenshot of each notebook is saved in build/browser/. `make test-browser` runs this
+A screenshot of each notebook (and of the learner's Lab, the playground's error and the
+attention explorer) is saved in build/browser/. `make test-browser` runs this
 file (it is marked `lab`, which `make test` leaves out); `.ci/run` installs Chromium first.
 """
 
@@ -33,6 +40,13 @@ SCREENSHOTS = ROOT / "build" / "browser"
 NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 RUN_ALL_TIMEOUT_S = 900  # notebook 07 trains for about 2.5 minutes on two quiet cores
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# What JupyterLab renders a widget output's static fallback with, had it not chosen the widget
+# (its rendered node then carries data-mime-type; the widget's own renderer carries none).
+FALLBACK_MIMES = ("text/plain", "text/html", "image/png")
+# What the learner's file browser may show: the notebooks, their figures and a README.
+COURSE_FOLDER = {"figures", "README.md", *NOTEBOOKS}
+# A laptop screen is about 768 px tall; JupyterLab's bars leave a cell about 650 px of it.
+LAPTOP_CELL_HEIGHT_PX = 560
 # Flags for headless Chromium as root on a machine without a network: no sandbox (root),
 # and none of the background connections (updates, sync) it would otherwise keep trying.
 CHROMIUM_FLAGS = (
@@ -59,18 +73,16 @@ def lab(tmp_path_factory):
         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
     )
     # expose_app_in_browser gives the test `window.jupyterapp`, JupyterLab's own command API.
-    # No "get notified about Jupyter news?" pop-up over the screenshots, and every cell of a
-    # notebook in the page (JupyterLab otherwise renders only the cells near the viewport).
+    # Every cell of a notebook in the page (JupyterLab otherwise renders only the cells near
+    # the viewport). Nothing else is set: the "Jupyter news" question must stay away because
+    # of the learner's own configuration (jupyter/learner/), as on a learner's first start.
     settings = scratch / "settings" / "@jupyterlab"
-    (settings / "apputils-extension").mkdir(parents=True)
-    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        '{"fetchNews": "false"}'
-    )
     (settings / "notebook-extension").mkdir(parents=True)
     (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
         '{"windowingMode": "none"}'
     )
     server = LabServer(lab_dir, scratch, extra_args="--LabApp.expose_app_in_browser=True")
+    server.lab_dir = lab_dir
     server.start()
     yield server
     server.stop()
@@ -204,6 +216,79 @@ def widget_outputs(driver) -> list[dict]:
     )
 
 
+def check_opening_changes_nothing(driver, lab, name: str, stored: bytes) -> None:
+    """Once the kernel has told JupyterLab its language_info (with its Python version), the
+    notebook is not modified, and saving it writes back exactly what was stored."""
+    state = driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const panel = window.jupyterapp.shell.currentWidget;
+        panel.sessionContext.session.kernel.info.then((info) => setTimeout(() => done({
+            dirty: panel.model.dirty,
+            kernel_version: info.language_info.version,
+            language_info: panel.model.getMetadata('language_info'),
+        }), 1000));
+        """
+    )
+    assert state["language_info"].get("version") == state["kernel_version"], state
+    assert state["dirty"] is False, f"{name} opens as modified: {state}"
+    driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        window.jupyterapp.shell.currentWidget.context.save().then(() => done(), done);
+        """
+    )
+    assert (lab.lab_dir / name).read_bytes() == stored, f"{name} changed by opening and saving"
+
+
+def check_widgets_show_once(driver, name: str) -> None:
+    """A cell with a tfscratch widget has one output, rendered as the widget: the static view
+    in the same bundle is for pages without a kernel and never shows in JupyterLab."""
+    cells = driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const found = [];
+        panel.content.widgets.forEach((cell, index) => {
+            if (cell.model.type !== 'code') return;
+            const outputs = cell.model.outputs.toJSON();
+            if (!outputs.some((out) => out.metadata && out.metadata.tfscratch)) return;
+            const nodes = [...cell.outputArea.node.querySelectorAll(
+                ':scope > .jp-OutputArea-child > .jp-OutputArea-output')];
+            found.push({
+                cell: index,
+                outputs: outputs.length,
+                mimes: nodes.map((node) => node.getAttribute('data-mime-type')),
+                widgets: nodes.filter((node) => node.querySelector('.jupyter-widgets')).length,
+                text: cell.outputArea.node.innerText,
+            });
+        });
+        return found;
+        """
+    )
+    assert cells, f"{name}: no tfscratch widget output"
+    for cell in cells:
+        assert cell["outputs"] == 1 and cell["widgets"] == 1, cell
+        assert not set(cell["mimes"]) & set(FALLBACK_MIMES), cell
+        assert "Static view" not in cell["text"], cell
+
+
+def check_the_explorer_fits_a_laptop_screen(driver, name: str) -> None:
+    widget = driver.execute_script(
+        """
+        const nodes = [...document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets')];
+        return nodes.find((node) => node.querySelector('img') && node.querySelector('select'))
+            || null;
+        """
+    )
+    if widget is None:
+        return
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
+    height = driver.execute_script("return arguments[0].getBoundingClientRect().height;", widget)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{Path(name).stem}_attention_explorer.png"))
+    assert 0 < height <= LAPTOP_CELL_HEIGHT_PX, f"{name}: the explorer is {height:.0f} px tall"
+
+
 def close_notebook(driver) -> None:
     """Shut the kernel down (as Binder learners are told to), save the copy and close it.
 
@@ -241,7 +326,8 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
     )
     assert widget is not None, f"{name}: no widget with a slider on the page"
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", widget)
-    output = widget.find_element(By.CSS_SELECTOR, ".widget-html-content")
+    # The sampled names: the last HTML part of the widget (the first is the "press Enter" hint).
+    output = widget.find_elements(By.CSS_SELECTOR, ".widget-html-content")[-1]
 
     # After Run All the playground is back at its first settings (no prompt): a typed
     # prompt must bring back names that start with it.
@@ -254,7 +340,23 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
     boxes = widget.find_elements(By.CSS_SELECTOR, ".widget-text")
     prompts = [box for box in boxes if box.text.strip().startswith("prompt")]
     assert prompts, f"{name}: no 'prompt' box in {[box.text for box in boxes]}"
+    assert "press Enter" in widget.text, f"{name}: no hint that the prompt box needs Enter"
     prompt = prompts[0].find_element(By.CSS_SELECTOR, "input")
+
+    # A symbol the model does not know: the message says which symbols it does know, and
+    # nothing about options a widget user cannot set.
+    prompt.clear()
+    prompt.send_keys("Ma", Keys.ENTER)
+    message = wait_for(
+        lambda: "cannot be encoded" in output.text and output.text,
+        30,
+        f"{name}: the error for the prompt 'Ma'",
+    )
+    assert "'M' is not among the" in message and "abcdefghijklmnopqrstuvwxyz" in message, message
+    assert "unknown=" not in message, message
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"{Path(name).stem}_playground_error.png"))
+
     prompt.clear()
     prompt.send_keys("ma", Keys.ENTER)
     wait_for(
@@ -272,6 +374,44 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
     handle.click()
     handle.send_keys(Keys.ARROW_RIGHT)
     wait_for(lambda: len(names()) == count + 1, 30, f"{name}: {count + 1} names after the slider")
+
+
+def open_lab(driver, lab) -> None:
+    driver.get(f"{lab.url}/lab?reset&token={lab.token}")
+    wait_for(lambda: driver.execute_script("return !!window.jupyterapp"), 60, "JupyterLab")
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1]; window.jupyterapp.restored.then(done);"
+    )
+
+
+def test_learner_lab_starts_without_the_news_notification(lab, browser):
+    """A fresh Lab asks "Would you like to get notified about official Jupyter news?" in a
+    notification; the learner's configuration turns that feature off."""
+    open_lab(browser, lab)
+    time.sleep(5)  # the question would come shortly after the Lab is restored
+    toasts = browser.execute_script(
+        "return [...document.querySelectorAll('.Toastify__toast')].map((t) => t.innerText);"
+    )
+    assert not [toast for toast in toasts if "news" in toast.lower()], toasts
+    announcements = "@jupyterlab/apputils-extension:announcements"
+    assert not browser.execute_script(
+        "return window.jupyterapp.isPluginActivated(arguments[0]);", announcements
+    )
+
+
+def test_learner_file_browser_shows_only_the_course(lab, browser):
+    open_lab(browser, lab)
+    items = wait_for(
+        lambda: browser.execute_script(
+            "return [...document.querySelectorAll('.jp-DirListing-item .jp-DirListing-itemName')]"
+            ".map((item) => item.innerText.trim());"
+        ),
+        60,
+        "the file browser",
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "00_file_browser.png"))
+    assert set(items) == COURSE_FOLDER, sorted(set(items) ^ COURSE_FOLDER)
 
 
 def test_learner_lab_shows_no_nbgrader(lab, browser):
@@ -313,17 +453,22 @@ def test_learner_lab_shows_no_nbgrader(lab, browser):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab(lab, browser, name):
     browser.get_log("browser")  # start this notebook with an empty console log
+    stored = (lab.lab_dir / name).read_bytes()
     open_notebook(browser, lab, name)
-    run_all_cells(browser)
     try:
+        check_opening_changes_nothing(browser, lab, name, stored)
+        run_all_cells(browser)
         assert cell_errors(browser) == []
         widgets = widget_outputs(browser)
         for widget in widgets:
             assert widget["rendered"], f"{name}: a widget did not render: {widget}"
+            assert widget["mime"] not in FALLBACK_MIMES, widget  # the widget, not its fallback
             assert "Loading widget" not in widget["text"], widget
             assert "Error displaying widget" not in widget["text"], widget
         if has_controls(name):
             assert widgets, f"{name}: its widget did not appear"
+            check_widgets_show_once(browser, name)
+            check_the_explorer_fits_a_laptop_screen(browser, name)
             check_a_control_changes_the_output(browser, name)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(SCREENSHOTS / f"{Path(name).stem}.png"))

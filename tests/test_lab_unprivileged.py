@@ -7,6 +7,11 @@ of the working tree without .venv, so `make lab` does what it does on a learner'
 creates the venv with the system's Python, installs the learner's packages (showing what it
 does), then starts JupyterLab, which must answer. The learner's venv must not hold nbgrader.
 
+Before that, the learner's very first attempt runs on a Python without ensurepip (as Debian's
+and Ubuntu's python3 without the python3-venv package; here a stand-in module on PYTHONPATH
+that cannot be imported): `make lab` must say in one sentence what to install and leave no
+.venv behind, so that the next `make lab`, the real first install above, just works.
+
 Marked `lab`: `make test-browser` runs it (a few minutes: the install downloads ~100
 packages).
 """
@@ -47,6 +52,12 @@ def learner_lab():
     os.chmod(scratch, 0o755)
     repo = scratch / "tfscratch"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(*NOT_COPIED))
+    # Python without ensurepip, as Debian's python3 without python3-venv.
+    no_ensurepip = scratch / "no-ensurepip" / "ensurepip"
+    no_ensurepip.mkdir(parents=True)
+    (no_ensurepip / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'ensurepip\'", name="ensurepip")\n'
+    )
     command = None
     if os.geteuid() == 0:
         account = ensure_learner_account()
@@ -59,12 +70,29 @@ def learner_lab():
     server = LabServer(
         repo / "notebooks", scratch, command=command, root=repo, python=SYSTEM_PYTHON
     )
+    server.no_ensurepip = no_ensurepip.parent
     yield server
     server.stop()
     shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_first_make_lab_as_an_unprivileged_user_installs_and_serves(learner_lab):
+    # A first attempt on a Python without ensurepip: one sentence of advice, no .venv left.
+    without_venv_module = subprocess.run(
+        learner_lab.command,
+        env={**learner_lab.env, "PYTHONPATH": str(learner_lab.no_ensurepip)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    advice = without_venv_module.stdout
+    assert without_venv_module.returncode != 0, advice
+    assert "cannot create a virtual environment with pip" in advice, advice
+    assert "sudo apt install python3." in advice and "-venv" in advice, advice
+    assert not (learner_lab.root / ".venv").exists()
+    # The next run (the venv module is there): the venv is made, filled and served.
     server = learner_lab.start()
     status, body = server.api("/api/contents")
     assert status == 200
