@@ -139,8 +139,8 @@ assignments: $(CLASSROOM_INSTALLED)
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 lint: $(DEV_INSTALLED)
-	$(BIN)/ruff check tfscratch tests benchmarks classroom
-	$(BIN)/ruff format --check tfscratch tests benchmarks classroom
+	$(BIN)/ruff check tfscratch tests benchmarks classroom jupyter
+	$(BIN)/ruff format --check tfscratch tests benchmarks classroom jupyter
 
 clean:
 	rm -rf $(VENV) build .pytest_cache
