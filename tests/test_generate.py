@@ -9,7 +9,7 @@ import pytest
 import tfscratch
 from tfscratch import DecoderLM, Seq2SeqTransformer
 from tfscratch import functional as F
-from tfscratch.generate import filter_logits, sample_next
+from tfscratch.generation import filter_logits, sample_next
 
 from .conftest import randomize
 

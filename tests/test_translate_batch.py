@@ -1,10 +1,10 @@
-"""Specification of tfscratch.generate.translate_batch: batched greedy translation."""
+"""Specification of tfscratch.generation.translate_batch: batched greedy translation."""
 
 import numpy as np
 import pytest
 
 import tfscratch
-from tfscratch.generate import translate_batch
+from tfscratch.generation import translate_batch
 
 from .conftest import randomize
 

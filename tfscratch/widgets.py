@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 
 from .checks import check_int, check_positive_int, check_seed, check_token_ids
 from .functional import causal_mask
-from .generate import generate
+from .generation import generate
 from .models import DecoderLM
 from .module import evaluating, no_grad
 from .tokenizers import Tokenizer
