@@ -193,3 +193,60 @@ def test_top_level_api_names_exist():
         "gradcheck",
     ]:
         assert hasattr(tfscratch, name)
+
+
+# --- scale_embeddings (notebook 10) and attn_only (notebook 15) --------------------------------
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **o: tfscratch.DecoderLM(9, 8, 2, 2, max_len=8, attn_only=True, **o),
+        lambda **o: tfscratch.DecoderLM(9, 8, 2, 1, max_len=8, scale_embeddings=True, **o),
+        lambda **o: tfscratch.EncoderClassifier(
+            9, 3, 8, 2, 1, max_len=8, pooling="cls", scale_embeddings=True, **o
+        ),
+    ],
+    ids=["attn_only", "lm scaled", "classifier scaled"],
+)
+def test_attention_only_and_scaled_embedding_models_pass_gradcheck(make):
+    model = randomize(make(seed=0, dtype=np.float64))
+    tokens = np.random.default_rng(0).integers(0, 9, (2, 6))
+    assert tfscratch.gradcheck(model, tokens, max_coords=12) < GRAD_TOL
+
+
+def test_seq2seq_with_scaled_embeddings_passes_gradcheck():
+    model = randomize(
+        tfscratch.Seq2SeqTransformer(9, 7, 8, 2, 1, 1, max_len=8, scale_embeddings=True, seed=0,
+                                     dtype=np.float64)
+    )  # fmt: skip
+    rng = np.random.default_rng(1)
+    src, tgt = rng.integers(0, 9, (2, 5)), rng.integers(0, 7, (2, 4))
+    assert tfscratch.gradcheck(model, src, tgt, max_coords=12) < GRAD_TOL
+
+
+def test_scaled_token_vectors_are_as_loud_as_the_positions():
+    """N(0, 1/d) rows times sqrt(d): norms about sqrt(d), as a sinusoidal row's sqrt(d/2)."""
+    d = 64
+    scaled = tfscratch.EncoderClassifier(
+        20, 3, d, 4, 1, pos="sinusoidal", scale_embeddings=True, seed=0
+    )
+    plain = tfscratch.EncoderClassifier(20, 3, d, 4, 1, pos="sinusoidal", seed=0)
+    positions = np.linalg.norm(scaled.pos_emb.table[:16], axis=-1).mean()
+    for model, low, high in [(scaled, positions / 2, positions * 2), (plain, 0, positions / 20)]:
+        tokens = np.linalg.norm(
+            model._embed(np.arange(20)[None]) - model.pos_emb.table[:20], axis=-1
+        )
+        assert low < tokens.mean() < high
+
+
+def test_the_new_options_are_saved_and_default_to_the_old_models(tmp_path):
+    model = tfscratch.DecoderLM(
+        9, 8, 2, 2, max_len=8, attn_only=True, scale_embeddings=True, seed=0
+    )
+    tfscratch.save(model, tmp_path / "m.npz")
+    loaded = tfscratch.load(tmp_path / "m.npz")
+    assert loaded.config["attn_only"] and loaded.config["scale_embeddings"]
+    tokens = np.arange(6)[None] % 9
+    np.testing.assert_array_equal(loaded(tokens), model(tokens))
+    default = tfscratch.DecoderLM(9, 8, 2, 2, max_len=8, seed=0)
+    assert not default.config["attn_only"] and not default.config["scale_embeddings"]
+    assert {"ffn", "ln2"} <= {name for name, _ in default.blocks[0].named_children()}

@@ -148,14 +148,16 @@ def block(
     memory=None,
     memory_padding=None,
     rope=False,
+    with_ffn=True,
 ):
     """One Transformer block: x ``(B, T, D)`` -> ``(B, T, D)``; ``name`` is its prefix
     (``""`` for a block on its own, ``"blocks.0."`` inside a model).
 
     Self-attention (``causal`` or not, keys padded by ``key_padding`` ``(B, T)``, rotary with
     ``rope``), then with ``memory`` ``(B, S, D)`` cross-attention (keys padded by
-    ``memory_padding`` ``(B, S)``, never rotary), then the feed-forward. The feed-forward's
-    norm is ``ln3`` after cross-attention, else ``ln2``.
+    ``memory_padding`` ``(B, S)``, never rotary), then the feed-forward (left out with
+    ``with_ffn=False``). The feed-forward's norm is ``ln3`` after cross-attention, else
+    ``ln2``.
 
     pre:  ``h = x + attn(ln1(x)); h = h + cross(ln2(h), memory); out = h + ffn(ln(h))``
     post: ``h = ln1(x + attn(x)); h = ln2(h + cross(h, memory)); out = ln(h + ffn(h))``
@@ -184,11 +186,11 @@ def block(
         h = x + self_attn(ln(x, f"{name}ln1"))
         if memory is not None:
             h = h + cross_attn(ln(h, f"{name}ln2"))
-        return h + ffn(ln(h, ffn_norm))
+        return h + ffn(ln(h, ffn_norm)) if with_ffn else h
     h = ln(x + self_attn(x), f"{name}ln1")
     if memory is not None:
         h = ln(h + cross_attn(h), f"{name}ln2")
-    return ln(h + ffn(h), ffn_norm)
+    return ln(h + ffn(h), ffn_norm) if with_ffn else h
 
 
 def n_blocks(state, prefix):
@@ -207,6 +209,13 @@ def add_positions(state, position_table, x, pos, offset=0):
     return x
 
 
+def token_vectors(state, table, tokens, config):
+    """Rows of ``state[table]`` for ``tokens``, times ``sqrt(D)`` with ``scale_embeddings``
+    (the paper's "we multiply those weights by sqrt(d_model)")."""
+    vectors = state[table][tokens]
+    return vectors * np.sqrt(vectors.shape[-1]) if config.get("scale_embeddings") else vectors
+
+
 def vocab_logits(h, state, head, embedding):
     """``(B, T, D)`` -> ``(B, T, V)``: ``h @ lm_head.weight`` or, tied, ``h @ E^T``."""
     if f"{head}.weight" in state:
@@ -219,11 +228,12 @@ def decoder_lm_reference(state, config, tokens, offset=0):
     ``ln_f`` with pre-norm, tied or untied head. ``offset``: the position of the first token
     in the added positions (learned, sinusoidal; rope scores see only relative positions)."""
     pos, rope = config["pos"], config["pos"] == "rope"
-    x = add_positions(state, "pos_emb.weight", state["tok_emb.weight"][tokens], pos, offset)
+    x = token_vectors(state, "tok_emb.weight", tokens, config)
+    x = add_positions(state, "pos_emb.weight", x, pos, offset)
     for i in range(n_blocks(state, "blocks")):
         x = block(
             x, state, f"blocks.{i}.", config["n_heads"], config["norm"], config["activation"],
-            causal=True, rope=rope,
+            causal=True, rope=rope, with_ffn=not config.get("attn_only"),
         )  # fmt: skip
     if config["norm"] == "pre":
         x = layer_norm(x, state, "ln_f")
@@ -239,7 +249,7 @@ def encoder_classifier_reference(state, config, tokens, pad_mask=None):
     """
     B, T = tokens.shape
     keep = np.ones((B, T), dtype=bool) if pad_mask is None else ~pad_mask
-    x = state["tok_emb.weight"][tokens]
+    x = token_vectors(state, "tok_emb.weight", tokens, config)
     if config["pooling"] == "cls":
         cls = np.tile(state["cls_token"], (B, 1, 1))  # (B, 1, D)
         x = np.concatenate([cls, x], axis=1)
@@ -271,7 +281,8 @@ def seq2seq_reference(state, config, src, tgt_in, src_pad_mask=None, tgt_pad_mas
     """
     pos, rope = config["pos"], config["pos"] == "rope"
     n_heads, norm, activation = config["n_heads"], config["norm"], config["activation"]
-    memory = add_positions(state, "src_pos.weight", state["src_emb.weight"][src], pos)
+    memory = token_vectors(state, "src_emb.weight", src, config)
+    memory = add_positions(state, "src_pos.weight", memory, pos)
     for i in range(n_blocks(state, "encoder_blocks")):
         memory = block(
             memory, state, f"encoder_blocks.{i}.", n_heads, norm, activation, causal=False,
@@ -279,7 +290,8 @@ def seq2seq_reference(state, config, src, tgt_in, src_pad_mask=None, tgt_pad_mas
         )  # fmt: skip
     if norm == "pre":
         memory = layer_norm(memory, state, "encoder_ln")
-    x = add_positions(state, "tgt_pos.weight", state["tgt_emb.weight"][tgt_in], pos)
+    x = token_vectors(state, "tgt_emb.weight", tgt_in, config)
+    x = add_positions(state, "tgt_pos.weight", x, pos)
     for i in range(n_blocks(state, "decoder_blocks")):
         x = block(
             x, state, f"decoder_blocks.{i}.", n_heads, norm, activation, causal=True,
@@ -518,6 +530,48 @@ def test_seq2seq_without_padding_masks_matches_reference():
     rng = np.random.default_rng(32)
     src, tgt_in = batch_of_tokens(rng, 2, 5, VOCAB), batch_of_tokens(rng, 2, 7, VOCAB + 2)
     assert_matches(model(src, tgt_in), seq2seq_reference(state, model.config, src, tgt_in))
+
+
+# --- the options of notebooks 10 and 15: scaled token embeddings, attention-only blocks -------
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_models_with_scaled_token_embeddings_match_reference(pos):
+    rng = np.random.default_rng(40)
+    options = dict(dropout=0.0, pos=pos, scale_embeddings=True, seed=0, dtype=F64)
+    lm, lm_state = randomized(
+        tfscratch.DecoderLM(VOCAB, D_MODEL, N_HEADS, 2, D_FF, MAX_LEN, **options), seed=41
+    )
+    tokens = batch_of_tokens(rng, 2, 7, VOCAB)
+    assert_matches(lm(tokens), decoder_lm_reference(lm_state, lm.config, tokens))
+    classifier, classifier_state = randomized(
+        tfscratch.EncoderClassifier(VOCAB, 3, D_MODEL, N_HEADS, 1, D_FF, MAX_LEN, "cls", **options)
+    )
+    assert_matches(
+        classifier(tokens),
+        encoder_classifier_reference(classifier_state, classifier.config, tokens),
+    )
+    translator, translator_state = randomized(
+        tfscratch.Seq2SeqTransformer(VOCAB, VOCAB, D_MODEL, N_HEADS, 1, 1, D_FF, MAX_LEN, **options)
+    )
+    assert_matches(
+        translator(tokens, tokens[:, :5]),
+        seq2seq_reference(translator_state, translator.config, tokens, tokens[:, :5]),
+    )
+    # the scale is real: without it the reference misses by far more than round-off
+    unscaled = decoder_lm_reference(lm_state, {**lm.config, "scale_embeddings": False}, tokens)
+    assert relative_gap(lm(tokens), unscaled) > FAR_OFF
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_attention_only_decoder_lm_matches_reference(pos, norm):
+    lm = tfscratch.DecoderLM(
+        VOCAB, D_MODEL, N_HEADS, 2, D_FF, MAX_LEN, pos=pos, norm=norm, attn_only=True, seed=0,
+        dtype=F64,
+    )  # fmt: skip
+    model, state = randomized(lm, seed=42)
+    assert not any(".ffn." in name or ".ln2." in name for name in state)
+    tokens = batch_of_tokens(np.random.default_rng(43), 3, 8, VOCAB)
+    assert_matches(model(tokens), decoder_lm_reference(state, model.config, tokens))
 
 
 # =============================================================================================

@@ -41,7 +41,8 @@ class TransformerBlock(Module):
 
     Parameters: ``ln1``, ``attn``, then with ``cross_attention=True`` ``ln2``, ``cross_attn``,
     ``ln3``, ``ffn``; without it ``ln1``, ``attn``, ``ln2``, ``ffn``. ``rotary`` (rotary
-    positions, ``pos="rope"``) goes to the self-attention only.
+    positions, ``pos="rope"``) goes to the self-attention only. ``feed_forward=False`` leaves
+    out the feed-forward sublayer and its norm (an attention-only block, notebook 15).
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class TransformerBlock(Module):
         *,
         causal: bool,
         cross_attention: bool,
+        feed_forward: bool = True,
         rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
@@ -63,22 +65,27 @@ class TransformerBlock(Module):
         self.norm = check_choice(norm, "norm", NORM_PLACEMENTS)
         self.causal = bool(causal)
         self.has_cross_attention = bool(cross_attention)
+        self.has_feed_forward = bool(feed_forward)
         d_ff = 4 * d_model if d_ff is None else d_ff
         rng = make_rng(seed, rng)
         self.ln1 = LayerNorm(d_model, dtype=dtype)
         self.attn = MultiHeadAttention(
             d_model, n_heads, dropout=dropout, rotary=rotary, rng=rng, dtype=dtype
         )
-        self.ln2 = LayerNorm(d_model, dtype=dtype)
+        if self.has_cross_attention or self.has_feed_forward:
+            self.ln2 = LayerNorm(d_model, dtype=dtype)
         if self.has_cross_attention:
             self.cross_attn = MultiHeadAttention(
                 d_model, n_heads, dropout=dropout, rng=rng, dtype=dtype
             )
-            self.ln3 = LayerNorm(d_model, dtype=dtype)
+            if self.has_feed_forward:
+                self.ln3 = LayerNorm(d_model, dtype=dtype)
             self.cross_resid_dropout = Dropout(dropout, rng=rng)
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout, rng=rng, dtype=dtype)
+        if self.has_feed_forward:
+            self.ffn = FeedForward(d_model, d_ff, activation, dropout, rng=rng, dtype=dtype)
         self.attn_resid_dropout = Dropout(dropout, rng=rng)
-        self.ffn_resid_dropout = Dropout(dropout, rng=rng)
+        if self.has_feed_forward:
+            self.ffn_resid_dropout = Dropout(dropout, rng=rng)
 
     @property
     def ffn_norm(self) -> LayerNorm:
@@ -107,22 +114,27 @@ class TransformerBlock(Module):
             h = x + self.attn_resid_dropout(self.attn(self.ln1(x), **attn_options))
             if self.has_cross_attention:
                 h = h + self.cross_resid_dropout(self.cross_attn(self.ln2(h), **cross_options))
+            if not self.has_feed_forward:
+                return h
             return h + self.ffn_resid_dropout(self.ffn(self.ffn_norm(h)))
         # post-LN: the norm comes after each residual sum
         h = self.ln1(x + self.attn_resid_dropout(self.attn(x, **attn_options)))
         if self.has_cross_attention:
             h = self.ln2(h + self.cross_resid_dropout(self.cross_attn(h, **cross_options)))
+        if not self.has_feed_forward:
+            return h
         return self.ffn_norm(h + self.ffn_resid_dropout(self.ffn(h)))
 
     def backward(self, grad_output):
         """Returns ``dx``, or ``(dx, dmemory)`` with cross-attention."""
         d_memory = None
         if self.norm == "pre":
-            # out = h + ffn(ln(h)): dh = d_out (the shortcut) + the FFN branch's gradient
-            d_out = grad_output
-            dh = d_out + self.ffn_norm.backward(
-                self.ffn.backward(self.ffn_resid_dropout.backward(d_out))
-            )
+            dh = grad_output
+            if self.has_feed_forward:
+                # out = h + ffn(ln(h)): dh = d_out (the shortcut) + the FFN branch's gradient
+                dh = dh + self.ffn_norm.backward(
+                    self.ffn.backward(self.ffn_resid_dropout.backward(dh))
+                )
             if self.has_cross_attention:
                 # h = h_prev + cross_attn(ln2(h_prev), memory)
                 d_query, d_memory = self.cross_attn.backward(self.cross_resid_dropout.backward(dh))
@@ -131,8 +143,10 @@ class TransformerBlock(Module):
             dx = dh + self.ln1.backward(self.attn.backward(self.attn_resid_dropout.backward(dh)))
             return (dx, d_memory) if self.has_cross_attention else dx
         # post-LN: out = ln(h + ffn(h)): through the norm first, then both branches
-        d_sum = self.ffn_norm.backward(grad_output)
-        dh = d_sum + self.ffn.backward(self.ffn_resid_dropout.backward(d_sum))
+        dh = grad_output
+        if self.has_feed_forward:
+            d_sum = self.ffn_norm.backward(grad_output)
+            dh = d_sum + self.ffn.backward(self.ffn_resid_dropout.backward(d_sum))
         if self.has_cross_attention:
             d_sum = self.ln2.backward(dh)
             d_query, d_memory = self.cross_attn.backward(self.cross_resid_dropout.backward(d_sum))
@@ -192,6 +206,7 @@ class DecoderBlock(TransformerBlock):
         activation: str = "gelu",
         cross_attention: bool = False,
         *,
+        feed_forward: bool = True,
         rotary: RotaryPositionalEmbedding | None = None,
         seed=None,
         rng=None,
@@ -199,7 +214,8 @@ class DecoderBlock(TransformerBlock):
     ):
         super().__init__(
             d_model, n_heads, d_ff, dropout, norm, activation, causal=True,
-            cross_attention=cross_attention, rotary=rotary, seed=seed, rng=rng, dtype=dtype,
+            cross_attention=cross_attention, feed_forward=feed_forward, rotary=rotary,
+            seed=seed, rng=rng, dtype=dtype,
         )  # fmt: skip
 
     def forward(

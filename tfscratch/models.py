@@ -47,14 +47,24 @@ INIT_STD = 0.02
 POSITIONS = (*POSITIONAL_ENCODINGS, "rope")  # the pos= choices of every model
 
 
-def _init_gpt2(model: Module, rng: np.random.Generator) -> None:
-    """N(0, 0.02) for weight matrices and embedding tables, zeros for biases."""
+TOKEN_TABLES = ("tok_emb.weight", "src_emb.weight", "tgt_emb.weight")
+
+
+def _init_gpt2(model: Module, rng: np.random.Generator, scale_embeddings: bool = False) -> None:
+    """N(0, 0.02) for weight matrices and embedding tables, zeros for biases.
+
+    With ``scale_embeddings`` the token tables are drawn N(0, 1/d_model) instead, so that
+    after the forward's ``sqrt(d_model)`` scaling their entries are of order 1, as the
+    position vectors are (the original paper's footing).
+    """
+    token_std = 1.0 / np.sqrt(model.config["d_model"]) if scale_embeddings else INIT_STD
     for name, parameter in model.named_parameters().items():
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "bias":
             parameter.data[...] = 0
         elif leaf in ("weight", "cls_token"):
-            parameter.data[...] = rng.normal(0.0, INIT_STD, parameter.shape)
+            std = token_std if name in TOKEN_TABLES else INIT_STD
+            parameter.data[...] = rng.normal(0.0, std, parameter.shape)
 
 
 def _shared_config(
@@ -68,6 +78,7 @@ def _shared_config(
     norm,
     activation,
     dtype,
+    scale_embeddings=False,
     positions=POSITIONS,
 ) -> dict:
     """Check the hyperparameters every model has; return their ``config`` entries, with
@@ -92,6 +103,7 @@ def _shared_config(
         norm=check_choice(norm, "norm", NORM_PLACEMENTS),
         activation=check_choice(activation, "activation", tuple(ACTIVATIONS)),
         dtype=check_dtype(dtype).name,
+        scale_embeddings=bool(scale_embeddings),
     )
 
 
@@ -114,21 +126,27 @@ def _final_norm(config: dict) -> LayerNorm | None:
 
 
 class EmbeddingStem:
-    """Token embedding + positions + dropout, the first layer of every model, and its
-    backward.
+    """Token embedding (times ``sqrt(d_model)`` with ``scale_embeddings``) + positions +
+    dropout, the first layer of every model, and its backward.
 
     Not a Module: it holds the model's own ``Embedding``, positional encoding (None for
     ``pos="none"`` and ``pos="rope"``, which add nothing here) and ``Dropout``, which stay the model's attributes, so the parameter names
     (``tok_emb.weight``, ``pos_emb.weight``, ...) are those of the model.
     """
 
-    def __init__(self, tokens: Embedding, positions: Module | None, dropout: Dropout):
+    def __init__(
+        self, tokens: Embedding, positions: Module | None, dropout: Dropout, scale: bool = False
+    ):
         self.tokens, self.positions, self.dropout = tokens, positions, dropout
+        # "we multiply those weights by sqrt(d_model)" (Attention Is All You Need, 3.4)
+        self.scale = float(np.sqrt(tokens.dim)) if scale else None
 
     def __call__(self, token_ids: np.ndarray, offset: int = 0, prefix=None) -> np.ndarray:
         """``(B, T)`` ids -> ``(B, T, D)``; ``prefix`` ``(B, P, D)`` vectors (a [CLS] token)
         go in front of the token vectors before the positions are added."""
         x = self.tokens(token_ids)
+        if self.scale is not None:
+            x = x * np.asarray(self.scale, dtype=x.dtype)
         if prefix is not None:
             x = np.concatenate([prefix, x], axis=1)
         if self.positions is not None:
@@ -140,7 +158,10 @@ class EmbeddingStem:
         grad = self.dropout.backward(grad)
         if self.positions is not None:
             grad = self.positions.backward(grad)  # x + P: dx = grad (and learned P gathers it)
-        self.tokens.backward(grad[:, prefix_length:])
+        token_grad = grad[:, prefix_length:]
+        if self.scale is not None:
+            token_grad = token_grad * np.asarray(self.scale, dtype=token_grad.dtype)
+        self.tokens.backward(token_grad)
         return grad[:, :prefix_length] if prefix_length else None
 
 
@@ -214,6 +235,12 @@ class DecoderLM(Module):
     Parameters: ``tok_emb``, ``pos_emb`` (learned only), ``blocks.{i}``, ``ln_f`` (pre-norm
     only), ``lm_head`` (only with ``tie_weights=False``). With ``pos="rope"`` the blocks'
     attention rotates queries and keys (``rotary``; the KV cache's length is its offset).
+
+    ``attn_only=True`` builds blocks without the feed-forward sublayer (``ln1`` and ``attn``
+    only), the attention-only models of the circuits papers (notebook 15).
+    ``scale_embeddings=True`` puts token and position vectors on the original paper's footing:
+    the token table is drawn N(0, 1/d_model) and its rows are multiplied by
+    ``sqrt(d_model)`` before the positions are added (all three models take it).
     """
 
     def __init__(
@@ -229,6 +256,8 @@ class DecoderLM(Module):
         norm: str = "pre",
         activation: str = "gelu",
         tie_weights: bool = True,
+        scale_embeddings: bool = False,
+        attn_only: bool = False,
         seed: int | None = None,
         dtype=np.float32,
     ):
@@ -236,10 +265,12 @@ class DecoderLM(Module):
             vocab_size=check_positive_int(vocab_size, "vocab_size"),
             n_layers=check_positive_int(n_layers, "n_layers"),
             tie_weights=bool(tie_weights),
+            attn_only=bool(attn_only),
             seed=seed,
             **_shared_config(
                 d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
                 pos=pos, norm=norm, activation=activation, dtype=dtype,
+                scale_embeddings=scale_embeddings,
             ),
         )  # fmt: skip
         config, rng = self.config, make_rng(seed)
@@ -248,9 +279,16 @@ class DecoderLM(Module):
         self.pos_emb = _make_positions(pos, max_len, d_model, rng, config["dtype"])
         self.rotary = _make_rotary(config, max_len)
         self.emb_dropout = Dropout(dropout, rng=rng)
-        self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
+        self._embed = EmbeddingStem(
+            self.tok_emb, self.pos_emb, self.emb_dropout, config["scale_embeddings"]
+        )
         self.blocks = [
-            DecoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
+            DecoderBlock(
+                d_model,
+                n_heads,
+                feed_forward=not attn_only,
+                **_block_options(config, rng, self.rotary),
+            )
             for _ in range(n_layers)
         ]
         self.ln_f = _final_norm(config)
@@ -259,7 +297,7 @@ class DecoderLM(Module):
             if tie_weights
             else Linear(d_model, vocab_size, bias=False, rng=rng, dtype=config["dtype"])
         )
-        _init_gpt2(self, rng)
+        _init_gpt2(self, rng, config["scale_embeddings"])
 
     def new_kv_cache(self) -> list[KVCache]:
         """An empty cache, one :class:`KVCache` per block, for :func:`tfscratch.generate`."""
@@ -318,6 +356,7 @@ class Seq2SeqTransformer(Module):
         norm: str = "pre",
         activation: str = "gelu",
         tie_weights: bool = True,
+        scale_embeddings: bool = False,
         seed: int | None = None,
         dtype=np.float32,
     ):
@@ -331,6 +370,7 @@ class Seq2SeqTransformer(Module):
             **_shared_config(
                 d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
                 pos=pos, norm=norm, activation=activation, dtype=dtype,
+                scale_embeddings=scale_embeddings,
             ),
         )  # fmt: skip
         config, rng = self.config, make_rng(seed)
@@ -344,8 +384,12 @@ class Seq2SeqTransformer(Module):
         self.rotary = _make_rotary(config, max_len)
         self.src_dropout = Dropout(dropout, rng=rng)
         self.tgt_dropout = Dropout(dropout, rng=rng)
-        self._embed_src = EmbeddingStem(self.src_emb, self.src_pos, self.src_dropout)
-        self._embed_tgt = EmbeddingStem(self.tgt_emb, self.tgt_pos, self.tgt_dropout)
+        self._embed_src = EmbeddingStem(
+            self.src_emb, self.src_pos, self.src_dropout, config["scale_embeddings"]
+        )
+        self._embed_tgt = EmbeddingStem(
+            self.tgt_emb, self.tgt_pos, self.tgt_dropout, config["scale_embeddings"]
+        )
         self.encoder_blocks = [
             EncoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
             for _ in range(n_encoder_layers)
@@ -363,7 +407,7 @@ class Seq2SeqTransformer(Module):
             if tie_weights
             else Linear(d_model, tgt_vocab_size, bias=False, rng=rng, dtype=dtype)
         )
-        _init_gpt2(self, rng)
+        _init_gpt2(self, rng, config["scale_embeddings"])
 
     def encode(self, src: np.ndarray, src_pad_mask: np.ndarray | None = None) -> np.ndarray:
         """src: int ``(B, S)`` -> memory ``(B, S, d_model)``."""
@@ -451,6 +495,7 @@ class EncoderClassifier(Module):
         pos: str = "learned",
         norm: str = "pre",
         activation: str = "gelu",
+        scale_embeddings: bool = False,
         seed: int | None = None,
         dtype=np.float32,
     ):
@@ -463,6 +508,7 @@ class EncoderClassifier(Module):
             **_shared_config(
                 d_model=d_model, n_heads=n_heads, d_ff=d_ff, max_len=max_len, dropout=dropout,
                 pos=pos, norm=norm, activation=activation, dtype=dtype,
+                scale_embeddings=scale_embeddings,
                 positions=POSITIONS + ("none",),
             ),
         )  # fmt: skip
@@ -476,14 +522,16 @@ class EncoderClassifier(Module):
         self.pos_emb = _make_positions(pos, n_positions, d_model, rng, dtype)
         self.rotary = _make_rotary(config, n_positions)
         self.emb_dropout = Dropout(dropout, rng=rng)
-        self._embed = EmbeddingStem(self.tok_emb, self.pos_emb, self.emb_dropout)
+        self._embed = EmbeddingStem(
+            self.tok_emb, self.pos_emb, self.emb_dropout, config["scale_embeddings"]
+        )
         self.blocks = [
             EncoderBlock(d_model, n_heads, **_block_options(config, rng, self.rotary))
             for _ in range(n_layers)
         ]
         self.ln_f = _final_norm(config)
         self.head = Linear(d_model, n_classes, rng=rng, dtype=dtype)
-        _init_gpt2(self, rng)
+        _init_gpt2(self, rng, config["scale_embeddings"])
 
     def forward(self, tokens: np.ndarray, pad_mask: np.ndarray | None = None) -> np.ndarray:
         """tokens: int ``(B, T)``; pad_mask: bool ``(B, T)``, True = padding."""
