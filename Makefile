@@ -95,7 +95,7 @@ formgrader: $(CLASSROOM_INSTALLED)
 test: lint test-package test-notebooks
 
 test-package: $(DEV_INSTALLED)
-	$(BIN)/python -m pytest tests -m "not lab and not binder"
+	$(BIN)/python -m pytest tests -m "not lab and not binder and not hub"
 
 ## test-browser: the course in JupyterLab in headless Chromium (apt: chromium chromium-driver),
 ## and `make lab` started as an unprivileged user; screenshots in build/browser/
@@ -137,6 +137,54 @@ assignments: $(CLASSROOM_INSTALLED)
 	cp classroom/nbgrader_config.py $(CLASSROOM)/nbgrader_config.py
 	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
+
+## hub: (instructors, as root) a JupyterHub on this machine to try the class: local accounts,
+## nbgrader's exchange, the Assignments tab for students and the formgrader for the instructor
+## (make hub HUB_PORT=8000 HUB_INSTRUCTOR=tfs-instructor HUB_STUDENTS="tfs-student1 tfs-student2")
+# The users' environment is a venv of its own, made with a Python every account can run (the
+# one that made .venv may live in root's private home, e.g. pyenv's), and holds the package
+# itself, not a link to this clone. HUB must be a folder every account can read
+# (classroom/hub.py checks, and says so); HUB_STATE holds the exchange, the users'
+# configuration and the hub's database. README.md, "Teach this course", says what it does.
+HUB ?= build/hub
+HUB_VENV = $(HUB)/venv
+HUB_STATE ?= $(HUB)/state
+HUB_PYTHON ?= $(firstword $(wildcard /usr/local/bin/python3 /usr/bin/python3) $(PYTHON))
+HUB_IP ?= 127.0.0.1
+HUB_PORT ?= 8000
+HUB_INSTRUCTOR ?= tfs-instructor
+HUB_STUDENTS ?= tfs-student1 tfs-student2
+HUB_INSTALLED = $(HUB_VENV)/.installed-hub
+CONFIGURABLE_HTTP_PROXY := configurable-http-proxy@5.3.0
+HUB_PROXY = $(HUB)/node_modules/.bin/configurable-http-proxy
+HUB_NEEDS_ROOT = @test "$$(id -u)" = 0 || { echo "==> make hub creates local accounts and starts\
+ each user's server as that account, which only root may do: run it as root (sudo make hub)." >&2;\
+ exit 1; }
+
+.PHONY: hub test-hub
+
+$(HUB_INSTALLED): pyproject.toml constraints.txt $(wildcard tfscratch/*.py tfscratch/assets/*)
+	$(HUB_NEEDS_ROOT)
+	@echo "==> Installing the users' environment of the hub into $(HUB_VENV)/ with $(HUB_PYTHON)"
+	@test -x $(HUB_VENV)/bin/pip || $(HUB_PYTHON) -m venv $(HUB_VENV)
+	$(HUB_VENV)/bin/python -m pip install --disable-pip-version-check -c constraints.txt \
+		'.[lab,classroom,hub]'
+	@touch $@
+
+$(HUB_PROXY):
+	$(HUB_NEEDS_ROOT)
+	@echo "==> Installing JupyterHub's proxy ($(CONFIGURABLE_HTTP_PROXY)) from npm into $(HUB)/"
+	npm install --prefix $(HUB) --no-audit --no-fund $(CONFIGURABLE_HTTP_PROXY)
+
+hub: $(HUB_INSTALLED) $(HUB_PROXY)
+	$(HUB_NEEDS_ROOT)
+	$(HUB_VENV)/bin/python classroom/hub.py --venv $(HUB_VENV) --proxy $(HUB_PROXY) \
+		--state $(HUB_STATE) --ip $(HUB_IP) --port $(HUB_PORT) \
+		--instructor $(HUB_INSTRUCTOR) --students "$(HUB_STUDENTS)"
+
+## test-hub: (root) one assignment through `make hub`'s exchange, with real accounts, and Chromium
+test-hub: $(DEV_INSTALLED)
+	$(BIN)/python -m pytest tests -m hub
 
 lint: $(DEV_INSTALLED)
 	$(BIN)/ruff check tfscratch tests benchmarks classroom jupyter
