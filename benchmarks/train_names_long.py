@@ -45,15 +45,8 @@ import numpy as np
 
 import tfscratch
 from tfscratch.baselines import BigramModel, uniform_loss
-from tfscratch.data import (
-    IGNORE_INDEX,
-    batches,
-    infinite_batches,
-    lm_examples,
-    lm_windows,
-    load_names,
-    train_val_test_split,
-)
+from tfscratch.batching import batches, infinite_batches, lm_examples, lm_windows, trim_padding
+from tfscratch.data import load_names, train_val_test_split
 from tfscratch.optim import AdamW, WarmupCosineSchedule
 from tfscratch.tokenizers import CharTokenizer
 from tfscratch.train import LanguageModelTask, evaluate, train
@@ -111,19 +104,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def trimmed(batch_stream):
-    """Each ``(X, Y)`` batch without the columns that are padding in every row.
-
-    Names are left-aligned, so the columns after the batch's longest name hold only padding:
-    under the causal mask no real position attends to them and the loss ignores them, so
-    dropping them changes no logit and no gradient, only the work (a batch of 64 names is
-    typically 11 or 12 columns wide instead of 16).
-    """
-    for X, Y in batch_stream:
-        width = int((Y != IGNORE_INDEX).sum(axis=1).max())
-        yield X[:, :width], Y[:, :width]
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     names = load_names()
@@ -168,7 +148,7 @@ def main(argv=None) -> dict:
     start, start_cpu = time.perf_counter(), time.process_time()
     train_batches = infinite_batches(train_rows, args.batch_size, seed=args.seed)
     if args.trim:
-        train_batches = trimmed(train_batches)
+        train_batches = trim_padding(train_batches)
     history = train(
         model,
         optimizer,

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tfscratch.baselines import BigramModel, uniform_loss
-from tfscratch.data import IGNORE_INDEX, lm_examples
+from tfscratch.batching import lm_examples
+from tfscratch.functional import IGNORE_INDEX
 from tfscratch.tokenizers import CharTokenizer
 
 IGN = IGNORE_INDEX  # short, so the tiny arrays below line up

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tfscratch.data import lm_examples, load_names, number_pairs
+from tfscratch.batching import lm_examples
+from tfscratch.data import load_names, number_pairs
 from tfscratch.tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 
 
@@ -83,6 +84,18 @@ def test_hand_worked_corpus_learns_known_merges_in_order():
 def test_training_stops_when_no_pair_occurs_twice():
     tok = BPETokenizer.fit(["banana", "bandana"], vocab_size=100)
     assert tok.vocab_size == 4 + 4 + 3 < 100
+
+
+def test_without_vocab_size_training_runs_until_no_pair_occurs_twice():
+    tok = BPETokenizer.fit(["banana", "bandana"])
+    assert tok.merges == [("a", "n"), ("an", "a"), ("b", "an")]
+
+
+def test_min_count_drops_rare_characters_and_pairs():
+    tok = BPETokenizer.fit(["banana", "bandana", "band"], min_count=3)
+    assert tok.alphabet == ["a", "b", "n"]  # "d" occurs twice: it encodes as <unk>
+    assert tok.merges == [("a", "n"), ("b", "an")]  # ("an", "a") occurs twice only
+    assert tok.encode("band")[-1] == tok.unk_id
 
 
 def test_vocab_size_counts_specials_characters_and_merges(names):
@@ -282,7 +295,7 @@ def test_fit_rejects_a_vocab_size_below_specials_plus_characters():
         BPETokenizer.fit(["banana", "bandana"], vocab_size=6)
 
 
-@pytest.mark.parametrize("vocab_size", [100.0, "100", True, None])
+@pytest.mark.parametrize("vocab_size", [100.0, "100", True])
 def test_fit_rejects_a_vocab_size_that_is_not_an_int(vocab_size):
     with pytest.raises(TypeError, match=r"vocab_size=.* must be a positive int"):
         BPETokenizer.fit(["banana"], vocab_size=vocab_size)

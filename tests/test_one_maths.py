@@ -129,18 +129,28 @@ def test_evaluating_restores_the_previous_mode_even_after_an_error():
 
 
 # --- the import graph ------------------------------------------------------------------------
+def _module_name(path: Path) -> str:
+    """``tfscratch/tokenizers/bpe.py`` -> ``tokenizers.bpe``; a package's ``__init__.py`` is
+    the package (the top one: ``__init__``)."""
+    parts = [part for part in path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(part for part in parts if part != "__init__") or "__init__"
+
+
 def _package_imports() -> dict[str, set[str]]:
-    """Module -> the tfscratch modules it imports (at any depth of the file)."""
+    """Module -> the tfscratch modules it imports (at any depth of the file), sub-packages
+    included (``tokenizers.base``)."""
     graph = {}
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
+        package = list(path.relative_to(PACKAGE).parts[:-1])  # where `from .x` looks
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = package[: len(package) - (node.level - 1)]
                 if node.module:
-                    imported.add(node.module.split(".")[0])
+                    imported.add(".".join([*base, *node.module.split(".")]))
                 else:
-                    imported.update(alias.name for alias in node.names)
-        graph[path.stem] = imported
+                    imported.update(".".join([*base, alias.name]) for alias in node.names)
+        graph[_module_name(path)] = imported
     return graph
 
 
@@ -163,9 +173,9 @@ def test_the_package_has_no_import_cycles():
 
 
 def test_no_module_imports_another_modules_private_name():
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{path.name} imports {private} from .{node.module}"
 

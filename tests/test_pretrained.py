@@ -12,7 +12,8 @@ import pytest
 
 import tfscratch
 from tfscratch.baselines import BigramModel, uniform_loss
-from tfscratch.data import lm_examples, load_names, train_val_test_split
+from tfscratch.batching import lm_examples
+from tfscratch.data import load_names, train_val_test_split
 from tfscratch.pretrained import (
     NAMES_MODEL_FILE,
     NAMES_MODEL_VAL_LOSS,

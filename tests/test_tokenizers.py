@@ -1,13 +1,17 @@
-"""Specification of tfscratch.tokenizers: characters and words to ids and back."""
+"""Specification of tfscratch.tokenizers: characters and words to ids and back, and the
+contract every tokenizer honours."""
 
+import ast
+import inspect
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from tfscratch.data import load_names, number_pairs, toy_translation_pairs
-from tfscratch.tokenizers import CharTokenizer, Tokenizer, WordTokenizer
+from tfscratch.tokenizers import BPETokenizer, CharTokenizer, Tokenizer, WordTokenizer
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
@@ -125,7 +129,7 @@ def test_decode_rejects_a_batch(char_tok):
 
 
 def test_word_tokenizer_splits_punctuation_from_words():
-    assert WordTokenizer.split("one thousand, forty-two!") == [
+    assert WordTokenizer([]).split("one thousand, forty-two!") == [
         "one", "thousand", ",", "forty", "-", "two", "!",
     ]  # fmt: skip
 
@@ -179,6 +183,62 @@ def test_char_vocab_entries_must_be_single_characters():
 def test_word_vocab_entries_must_be_single_words():
     with pytest.raises(ValueError, match=r"vocab\[0\]='hola messi' is not one word"):
         WordTokenizer(vocab=["hola messi"])
+
+
+# -- the contract ------------------------------------------------------------------------------
+
+KINDS = [CharTokenizer, WordTokenizer, BPETokenizer]
+
+
+@pytest.mark.parametrize("method", ["fit", "split", "join", "encode", "decode"])
+def test_every_kind_has_the_same_signature(method):
+    signatures = {inspect.signature(getattr(kind, method)) for kind in [Tokenizer, *KINDS]}
+    assert len(signatures) == 1, signatures
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_fits_splits_and_round_trips_the_same_way(kind):
+    texts = ["hola messi", "hola mundo", "hola"]
+    tok = kind.fit(texts, vocab_size=None, min_count=1)
+    pieces = tok.split("hola messi")
+    assert all(isinstance(piece, str) for piece in pieces)
+    assert tok.join(pieces) == tok.normalize("hola messi") == tok.decode(tok.encode("hola messi"))
+
+
+def test_the_base_class_names_no_kind_of_tokenizer():
+    from tfscratch.tokenizers import base
+
+    tree = ast.parse(Path(base.__file__).read_text())
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    used |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not used & {kind.__name__ for kind in KINDS}  # its docstrings may mention them
+
+
+def test_a_new_kind_registers_itself_for_load(tmp_path):
+    class ReversedCharTokenizer(CharTokenizer):
+        def split(self, text):
+            return list(reversed(text))
+
+        def join(self, tokens):
+            return "".join(reversed(tokens))
+
+    tok = ReversedCharTokenizer.fit(["abc"])
+    tok.save(tmp_path / "reversed.json")
+    loaded = Tokenizer.load(tmp_path / "reversed.json")
+    assert type(loaded) is ReversedCharTokenizer and loaded.decode(loaded.encode("cab")) == "cab"
+
+
+def test_vocab_size_keeps_the_most_frequent_tokens():
+    texts = ["hola hola hola messi messi mundo", "hola messi zoe"]  # 4, 3, then 1 and 1
+    tok = WordTokenizer.fit(texts, vocab_size=4 + 3)
+    assert tok.vocab == ["hola", "messi", "mundo"]  # the tie goes to "mundo" < "zoe"
+    assert tok.encode("zoe") == [tok.unk_id]
+    assert CharTokenizer.fit(["aaab", "bc"], vocab_size=4 + 2).vocab == ["a", "b"]
+
+
+def test_vocab_size_below_the_specials_is_refused():
+    with pytest.raises(ValueError, match="vocab_size=3"):
+        CharTokenizer.fit(["ab"], vocab_size=3)
 
 
 def test_min_count_turns_rare_words_into_unk():

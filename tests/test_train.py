@@ -9,8 +9,8 @@ import pytest
 
 import tfscratch
 from tfscratch import DecoderLM
-from tfscratch.data import IGNORE_INDEX, infinite_batches
-from tfscratch.functional import cross_entropy
+from tfscratch.batching import infinite_batches
+from tfscratch.functional import IGNORE_INDEX, cross_entropy
 from tfscratch.optim import SGD, Adam, WarmupCosineSchedule, clip_grad_norm, warmup_cosine
 from tfscratch.train import HISTORY_COLUMNS, LanguageModelTask, evaluate, train
 

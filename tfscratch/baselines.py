@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .checks import check_positive_int, check_seed, check_token_id, check_token_ids
-from .data import IGNORE_INDEX
+from .functional import IGNORE_INDEX
 
 __all__ = ["BigramModel", "uniform_loss"]
 

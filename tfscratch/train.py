@@ -37,7 +37,7 @@ from tqdm.notebook import tqdm as notebook_tqdm
 
 from .checkpoint import save
 from .checks import check_positive_int
-from .data import IGNORE_INDEX
+from .functional import IGNORE_INDEX
 from .loss import CrossEntropyLoss
 from .module import Module, evaluating, in_mode, no_grad
 from .optim import clip_grad_norm
