@@ -190,7 +190,7 @@ PROGRESS_FRAME = re.compile(r"(\d+)%\|.*?\| *(\d+)/(\d+)")
 
 def test_stored_progress_bars_are_finished(notebook):
     """A reader on GitHub or nbviewer sees the text a progress bar was stored with: it must be
-    the finished bar, not the first frame (tfscratch.train re-sends the bar when it ends)."""
+    the finished bar, not the first frame (tfscratch.progress re-sends the bar when it ends)."""
     for index, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             for frame in PROGRESS_FRAME.finditer(output_text(output)):

@@ -312,3 +312,29 @@ def test_evaluate_scores_a_large_batch_in_chunks_with_the_same_mean():
     assert chunked == pytest.approx(whole, rel=1e-12)
     with pytest.raises(ValueError, match="chunk_rows"):
         evaluate(model, [(tokens, targets)], chunk_rows=0)
+
+
+def test_the_progress_bar_starts_no_thread_and_leaves_tqdm_as_it_was():
+    import threading
+
+    from tqdm.auto import tqdm
+
+    interval = tqdm.monitor_interval
+    before = set(threading.enumerate())
+    model = tiny_model()
+    train(model, Adam(model.parameters()), stream(), steps=3, progress=True)
+    assert set(threading.enumerate()) == before  # tqdm's monitor thread was not started
+    assert tqdm.monitor_interval == interval  # a learner's own bars keep tqdm's default
+
+
+def test_the_training_loop_imports_no_ipython():
+    import ast
+    from pathlib import Path
+
+    import tfscratch.train
+
+    tree = ast.parse(Path(tfscratch.train.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}  # fmt: skip
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not {name for name in imported if name.split(".")[0] in {"IPython", "tqdm"}}

@@ -3,9 +3,11 @@
 Top level: the models, ``generate``, ``translate``, ``save``, ``load``, ``gradcheck``,
 ``no_grad`` (forwards that keep nothing for a backward, as ``torch.no_grad``).
 Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
-``tfscratch.data``, ``tfscratch.tokenizers``, ``tfscratch.train``, ``tfscratch.viz``,
-``tfscratch.widgets``, ``tfscratch.timing``, ``tfscratch.baselines``, and
-``tfscratch.tiled_attention`` (a teaching module of notebook 13, not used by the models).
+``tfscratch.generation`` (``generate``, ``translate`` and their helpers), ``tfscratch.data``
+(the data sets), ``tfscratch.batching`` (padding and batches), ``tfscratch.tokenizers``,
+``tfscratch.train``, ``tfscratch.progress``, ``tfscratch.viz``, ``tfscratch.widgets``,
+``tfscratch.timing``, ``tfscratch.baselines``, and ``tfscratch.tiled_attention`` (a teaching
+module of notebook 13, not used by the models).
 
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
 or ipywidgets are imported on first use (``tfscratch.viz`` works without an explicit
@@ -26,8 +28,10 @@ __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = {
     "baselines",
+    "batching",
     "data",
     "pretrained",
+    "progress",
     "tiled_attention",
     "timing",
     "tokenizers",

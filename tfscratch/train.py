@@ -16,8 +16,8 @@ the backward pass so that every parameter's ``.grad`` holds d(loss)/d(parameter)
 
     zero_grad -> task (forward + loss + backward) -> clip -> optimizer.step -> schedule.step
 
-with a progress bar, periodic validation, an optional keep-best checkpoint, and a clear error
-naming the step when the loss turns NaN or infinite. It returns the history as a pandas
+with a progress bar (:mod:`tfscratch.progress`), periodic validation, an optional keep-best
+checkpoint, and a clear error naming the step when the loss turns NaN or infinite. It returns the history as a pandas
 DataFrame with one row per step: ``step, lr, train_loss, val_loss, grad_norm, tokens_per_s``
 (``val_loss`` is NaN on steps without validation).
 """
@@ -31,9 +31,6 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
-from IPython.display import display
-from tqdm.auto import tqdm
-from tqdm.notebook import tqdm as notebook_tqdm
 
 from .checkpoint import save
 from .checks import check_positive_int
@@ -41,6 +38,7 @@ from .functional import IGNORE_INDEX
 from .loss import CrossEntropyLoss
 from .module import Module, evaluating, in_mode, no_grad
 from .optim import clip_grad_norm
+from .progress import progress_bar
 
 __all__ = [
     "ClassificationTask",
@@ -102,7 +100,7 @@ class Seq2SeqTask(_CrossEntropyTask):
     ``batch = (src, tgt_in, tgt_out, src_pad_mask, tgt_pad_mask)``: ``src (B, S)``,
     ``tgt_in (B, T)`` (``<bos>`` + target), ``tgt_out (B, T)`` (target + ``<eos>``, padding
     as ``ignore_index``), and the boolean padding masks ``(B, S)`` / ``(B, T)`` (True = pad),
-    either of which may be None. :func:`tfscratch.data.seq2seq_batch` builds one.
+    either of which may be None. :func:`tfscratch.batching.seq2seq_batch` builds one.
     """
 
     def __call__(self, model: Module, batch, backward: bool = True) -> tuple[float, int]:
@@ -190,25 +188,6 @@ def _validation_source(val_batches) -> Callable[[], Iterable]:
     return lambda: val_batches
 
 
-def _progress_bar(steps: int, desc: str, progress: bool):
-    """tqdm's bar: a widget in Jupyter, text in a terminal. In Jupyter it is shown through a
-    display handle, so that :func:`_show_final_state` can replace the first frame."""
-    if not (progress and issubclass(tqdm, notebook_tqdm)):
-        return tqdm(total=steps, desc=desc, disable=not progress, leave=True)
-    bar = tqdm(total=steps, desc=desc, leave=True, display=False)
-    bar.display_handle = display(bar.container, display_id=True)
-    return bar
-
-
-def _show_final_state(bar) -> None:
-    """Re-send a notebook bar once it has finished. A saved notebook keeps, next to the widget,
-    the text of the frame it was displayed with: without this, the 0% frame, which is what a
-    reader sees on GitHub or nbviewer."""
-    handle = getattr(bar, "display_handle", None)
-    if handle is not None:
-        handle.update(bar.container)
-
-
 def train(
     model: Module,
     optimizer,
@@ -230,7 +209,7 @@ def train(
         model: a tfscratch model; trained in train mode, its mode restored at the end.
         optimizer: a :mod:`tfscratch.optim` optimiser over ``model``'s parameters.
         batches: an iterable of batches with at least ``steps`` of them (e.g.
-            :func:`tfscratch.data.infinite_batches`); batch layout as ``task`` expects.
+            :func:`tfscratch.batching.infinite_batches`); batch layout as ``task`` expects.
         steps: number of optimiser steps.
         task: how a batch becomes a loss (default :class:`LanguageModelTask`).
         schedule: optional learning-rate schedule with ``step()`` (e.g.
@@ -274,15 +253,14 @@ def train(
     batch_stream = iter(batches)
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
-    bar = _progress_bar(steps, desc, progress)
-    with in_mode(model, training=True), bar:
+    with in_mode(model, training=True), progress_bar(steps, desc, progress) as bar:
         for step in range(1, steps + 1):
             try:
                 batch = next(batch_stream)
             except StopIteration:
                 raise ValueError(
                     f"batches ran out after {step - 1} of steps={steps} steps; pass more "
-                    "batches, e.g. tfscratch.data.infinite_batches(...)"
+                    "batches, e.g. tfscratch.batching.infinite_batches(...)"
                 ) from None
             lr = float(optimizer.lr)
             start = time.perf_counter()
@@ -315,7 +293,6 @@ def train(
             bar.set_postfix(postfix, refresh=False)
             bar.update(1)
 
-    _show_final_state(bar)
     history = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     if best_step is not None:
         history.attrs["best_val_loss"] = best_val
