@@ -1,9 +1,12 @@
-"""Decoding: turning next-token logits into text.
+"""Decoding: turning next-token logits into text (the module ``tfscratch.generation``).
 
 :func:`generate` samples from a :class:`~tfscratch.models.DecoderLM` one token at a time
 (greedy, temperature, top-k, top-p, stop token), optionally with a KV cache so each step
 costs O(T) instead of recomputing the whole prefix. :func:`translate` decodes a
-:class:`~tfscratch.models.Seq2SeqTransformer` greedily or with beam search.
+:class:`~tfscratch.models.Seq2SeqTransformer` greedily or with beam search, and
+:func:`translate_batch` many sources at once. ``tfscratch.generate`` and
+``tfscratch.translate`` are these functions; the helpers (:func:`filter_logits`,
+:func:`sample_next`) are reached through this module: ``tfscratch.generation.filter_logits``.
 """
 
 from __future__ import annotations
@@ -30,8 +33,17 @@ def filter_logits(
 ) -> np.ndarray:
     """Set to ``-inf`` every logit outside the top-k and outside the top-p nucleus.
 
-    logits: ``(V,)``. Top-p keeps the smallest set of most likely tokens whose probability
-    adds up to at least ``top_p`` (the most likely token is always kept).
+    Top-p keeps the smallest set of most likely tokens whose probability adds up to at least
+    ``top_p`` (the most likely token is always kept).
+
+    Args:
+        logits: ``(V,)``, one position's next-token scores.
+        top_k: keep the ``top_k`` largest logits (ties at the k-th value are all kept);
+            None: no limit.
+        top_p: keep the nucleus of probability ``top_p``, in ``(0, 1]``; None or 1: no limit.
+
+    Returns:
+        float64 ``(V,)``: a copy of ``logits`` with the dropped entries set to ``-inf``.
     """
     logits = logits.astype(np.float64, copy=True)
     if top_k is not None and top_k < logits.size:
@@ -49,7 +61,18 @@ def filter_logits(
 def sample_next(
     logits: np.ndarray, temperature: float, top_k, top_p, rng: np.random.Generator
 ) -> int:
-    """One token id from ``(V,)`` logits; ``temperature == 0`` is greedy (argmax)."""
+    """One token id from one position's logits.
+
+    Args:
+        logits: ``(V,)`` next-token scores.
+        temperature: divides the logits before the softmax (below 1 sharper, above 1
+            flatter); 0 is greedy: the argmax, no randomness.
+        top_k, top_p: as in :func:`filter_logits`.
+        rng: the generator the draw comes from.
+
+    Returns:
+        the token id, an int in ``[0, V)``.
+    """
     if temperature == 0:
         return int(np.argmax(logits))
     probs = F.softmax(filter_logits(logits / temperature, top_k, top_p))
@@ -83,15 +106,35 @@ def generate(
     seed: int | None = None,
     return_attention: bool = False,
 ):
-    """Continue ``prompt`` (a list of ids) by up to ``max_new_tokens`` tokens.
-
-    Returns the new tokens only (ending with ``stop_token`` if it was produced). With
-    ``return_attention=True`` returns ``(tokens, attention)`` where ``attention[i]`` is the
-    ``(n_layers, n_heads, T_k)`` attention of the position that produced token ``i`` (its
-    query row); it is the same with and without the cache.
+    """Continue ``prompt`` by up to ``max_new_tokens`` tokens, one at a time.
 
     With the cache, the prompt is run once and each later step feeds only the newest token,
     at position offset ``len(cache)``; without it, every step re-runs the whole sequence.
+    Greedy decoding gives the same tokens either way. The model runs in eval mode under
+    :func:`~tfscratch.no_grad`; its mode is restored afterwards.
+
+    Args:
+        model: a :class:`~tfscratch.models.DecoderLM`.
+        prompt: the token ids to continue (a non-empty list, tuple or 1-D int array), e.g.
+            ``[tokenizer.bos_id]``.
+        max_new_tokens: at most this many new tokens; ``len(prompt) + max_new_tokens`` must
+            not exceed ``model.max_len``.
+        temperature: 0 is greedy (argmax); otherwise the logits are divided by it before
+            sampling (below 1 sharper, above 1 flatter).
+        top_k: sample only among the ``top_k`` most likely tokens (None: all).
+        top_p: sample only from the smallest set of tokens whose probability reaches
+            ``top_p`` (None: all).
+        stop_token: stop after producing this id (e.g. ``tokenizer.eos_id``).
+        use_kv_cache: reuse the keys and values of earlier positions (O(T) work per token)
+            instead of re-running the whole sequence (O(T^2)).
+        seed: seed of the sampling draws (None: fresh randomness each call).
+        return_attention: also return what each new token's position attended to.
+
+    Returns:
+        list of int: the new tokens only, ending with ``stop_token`` if it was produced.
+        With ``return_attention=True``, ``(tokens, attention)``: ``attention[i]`` is the
+        ``(n_layers, n_heads, T_k)`` attention row of the position that produced token ``i``,
+        the same with and without the cache.
     """
     if not isinstance(model, DecoderLM):
         raise TypeError(f"model must be a DecoderLM for generate, got {type(model).__name__}")
@@ -139,12 +182,25 @@ def translate(
     beam_size: int = 1,
     length_penalty: float = 1.0,
 ) -> list[int]:
-    """Translate one source sequence (list of ids); returns target ids without bos/eos.
+    """Translate one source sequence with an encoder-decoder.
 
     ``beam_size=1`` is greedy. With a beam, the ``beam_size`` best partial translations are
     kept at each step, all decoded as one batch; finished ones are ranked by their total
     log-probability divided by ``length ** length_penalty`` (length normalisation: without
-    it, shorter translations win simply for having fewer negative terms).
+    it, shorter translations win simply for having fewer negative terms). The model runs in
+    eval mode under :func:`~tfscratch.no_grad`.
+
+    Args:
+        model: a :class:`~tfscratch.models.Seq2SeqTransformer`.
+        src: the source token ids (a non-empty list or 1-D int array), no padding.
+        max_len: at most this many target tokens (and at most ``model.max_len - 1``).
+        bos: the target vocabulary's ``<bos>`` id, the decoder's first input.
+        eos: its ``<eos>`` id, which ends a translation.
+        beam_size: partial translations kept per step (1: greedy).
+        length_penalty: the exponent of the length normalisation (0: none).
+
+    Returns:
+        list of int: the target token ids, without ``bos`` and ``eos``.
     """
     if not isinstance(model, Seq2SeqTransformer):
         raise TypeError(

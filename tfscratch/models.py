@@ -130,8 +130,15 @@ class EmbeddingStem:
     dropout, the first layer of every model, and its backward.
 
     Not a Module: it holds the model's own ``Embedding``, positional encoding (None for
-    ``pos="none"`` and ``pos="rope"``, which add nothing here) and ``Dropout``, which stay the model's attributes, so the parameter names
-    (``tok_emb.weight``, ``pos_emb.weight``, ...) are those of the model.
+    ``pos="none"`` and ``pos="rope"``, which add nothing here) and ``Dropout``, which stay the
+    model's attributes, so the parameter names (``tok_emb.weight``, ``pos_emb.weight``, ...)
+    are those of the model.
+
+    Args:
+        tokens: the token ``Embedding`` ``(vocab_size, D)``.
+        positions: the positional encoding module, or None.
+        dropout: the ``Dropout`` applied to the sum.
+        scale: multiply the token vectors by ``sqrt(D)`` (``scale_embeddings``).
     """
 
     def __init__(
@@ -142,8 +149,17 @@ class EmbeddingStem:
         self.scale = float(np.sqrt(tokens.dim)) if scale else None
 
     def __call__(self, token_ids: np.ndarray, offset: int = 0, prefix=None) -> np.ndarray:
-        """``(B, T)`` ids -> ``(B, T, D)``; ``prefix`` ``(B, P, D)`` vectors (a [CLS] token)
-        go in front of the token vectors before the positions are added."""
+        """Embed token ids.
+
+        Args:
+            token_ids: int ``(B, T)``.
+            offset: position of the first token (the length of a KV cache).
+            prefix: ``(B, P, D)`` vectors (a [CLS] token) put in front of the token vectors
+                before the positions are added, or None.
+
+        Returns:
+            ``(B, P + T, D)``.
+        """
         x = self.tokens(token_ids)
         if self.scale is not None:
             x = x * np.asarray(self.scale, dtype=x.dtype)
@@ -154,7 +170,15 @@ class EmbeddingStem:
         return self.dropout(x)
 
     def backward(self, grad: np.ndarray, prefix_length: int = 0) -> np.ndarray | None:
-        """Accumulate the embeddings' gradients; returns the prefix's gradient (or None)."""
+        """Accumulate the embeddings' gradients.
+
+        Args:
+            grad: dL/d(output), ``(B, P + T, D)``.
+            prefix_length: ``P``, the number of prefix vectors of the forward.
+
+        Returns:
+            the prefix's gradient ``(B, P, D)``, or None without a prefix.
+        """
         grad = self.dropout.backward(grad)
         if self.positions is not None:
             grad = self.positions.backward(grad)  # x + P: dx = grad (and learned P gathers it)
@@ -241,6 +265,29 @@ class DecoderLM(Module):
     ``scale_embeddings=True`` puts token and position vectors on the original paper's footing:
     the token table is drawn N(0, 1/d_model) and its rows are multiplied by
     ``sqrt(d_model)`` before the positions are added (all three models take it).
+
+    Args:
+        vocab_size: the number of token ids (the tokenizer's ``vocab_size``).
+        d_model: the width D of every position's vector.
+        n_heads: attention heads per layer; must divide ``d_model``.
+        n_layers: the number of decoder blocks.
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        max_len: the longest sequence the model reads (the position tables' length).
+        dropout: drop probability of the embeddings, attention weights and sublayer outputs
+            (training mode only).
+        pos: ``"learned"`` or ``"sinusoidal"`` (added to the token embeddings), or ``"rope"``
+            (rotary: queries and keys of self-attention are rotated, notebook 12).
+        norm: ``"pre"`` (LayerNorm before each sublayer, GPT-2) or ``"post"`` (after the
+            residual addition, the original paper).
+        activation: the feed-forward's non-linearity, ``"gelu"`` or ``"relu"``.
+        tie_weights: score the vocabulary with the token embedding itself (``h @ E^T``)
+            instead of a separate ``lm_head``.
+        scale_embeddings: the paper's footing for token vectors (see above).
+        attn_only: blocks without the feed-forward sublayer.
+        seed: seed of the initial weights and the dropout masks (None: fresh randomness).
+        dtype: ``np.float32`` (default) or ``np.float64`` (for gradient checks).
+
+    ``model.config`` holds these arguments: ``DecoderLM(**model.config)`` rebuilds it.
     """
 
     def __init__(
@@ -304,10 +351,16 @@ class DecoderLM(Module):
         return [KVCache(self.max_len) for _ in self.blocks]
 
     def forward(self, tokens: np.ndarray, kv_cache: list[KVCache] | None = None) -> np.ndarray:
-        """tokens: int ``(B, T)`` -> logits ``(B, T, vocab_size)``.
+        """Next-token scores for every position.
 
-        With ``kv_cache``, ``tokens`` are the *new* positions only; they are placed after the
-        ``kv_cache[0].length`` cached ones (the position offset).
+        Args:
+            tokens: int ``(B, T)`` token ids, ``T <= max_len``.
+            kv_cache: from :meth:`new_kv_cache`, or None. With it, ``tokens`` are the *new*
+                positions only; they are placed after the ``kv_cache[0].length`` cached ones
+                (the position offset), and their keys and values are appended.
+
+        Returns:
+            logits ``(B, T, vocab_size)``: position ``t`` scores the token after ``t``.
         """
         offset = kv_cache[0].length if kv_cache else 0
         tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len, offset)
@@ -320,7 +373,15 @@ class DecoderLM(Module):
         return _vocab_logits(x, self.lm_head, self.tok_emb)
 
     def backward(self, grad_logits: np.ndarray) -> None:
-        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, vocab_size)``."""
+        """Accumulate (``+=``) every parameter's gradient.
+
+        Args:
+            grad_logits: dL/dlogits ``(B, T, vocab_size)``, the shape of the last forward's
+                logits (e.g. ``CrossEntropyLoss().backward()``).
+
+        Returns:
+            None: the tokens are integers, there is no input gradient.
+        """
         self.check_ready_for_backward()
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.vocab_size,))
         grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tok_emb)
@@ -339,6 +400,27 @@ class Seq2SeqTransformer(Module):
     ``decoder_blocks.{i}`` (with ``cross_attn``), ``lm_head`` (with ``tie_weights=False``).
     With ``pos="rope"`` the encoder's and the decoder's self-attention rotate queries and keys
     (one shared ``rotary``); cross-attention does not.
+
+    Args:
+        src_vocab_size: the number of source token ids.
+        tgt_vocab_size: the number of target token ids.
+        d_model: the width D of every position's vector.
+        n_heads: attention heads per layer; must divide ``d_model``.
+        n_encoder_layers: encoder blocks.
+        n_decoder_layers: decoder blocks (each with cross-attention over the encoder's output).
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        max_len: the longest sequence the model reads (the position tables' length).
+        dropout: drop probability of the embeddings, attention weights and sublayer outputs
+            (training mode only).
+        pos: ``"learned"`` or ``"sinusoidal"`` (added to the token embeddings), or ``"rope"``
+            (rotary: queries and keys of self-attention are rotated, notebook 12).
+        norm: ``"pre"`` (LayerNorm before each sublayer, GPT-2) or ``"post"`` (after the
+            residual addition, the original paper).
+        activation: the feed-forward's non-linearity, ``"gelu"`` or ``"relu"``.
+        tie_weights: score the target vocabulary with ``tgt_emb`` itself.
+        scale_embeddings: multiply token vectors by ``sqrt(d_model)`` (the paper's footing).
+        seed: seed of the initial weights and the dropout masks.
+        dtype: ``np.float32`` (default) or ``np.float64``.
     """
 
     def __init__(
@@ -410,7 +492,15 @@ class Seq2SeqTransformer(Module):
         _init_gpt2(self, rng, config["scale_embeddings"])
 
     def encode(self, src: np.ndarray, src_pad_mask: np.ndarray | None = None) -> np.ndarray:
-        """src: int ``(B, S)`` -> memory ``(B, S, d_model)``."""
+        """Run the encoder.
+
+        Args:
+            src: int ``(B, S)`` source token ids.
+            src_pad_mask: bool ``(B, S)``, True where ``src`` is padding, or None.
+
+        Returns:
+            memory ``(B, S, d_model)``, what the decoder's cross-attention reads.
+        """
         src = _check_token_batch(src, "src", self.src_vocab_size, self.max_len)
         check_mask(src_pad_mask, "src_pad_mask", src.shape, broadcast=False)
         x = self._embed_src(src)
@@ -425,7 +515,17 @@ class Seq2SeqTransformer(Module):
         src_pad_mask: np.ndarray | None = None,
         tgt_pad_mask: np.ndarray | None = None,
     ) -> np.ndarray:
-        """tgt_in: int ``(B, T)``, memory ``(B, S, D)`` -> logits ``(B, T, tgt_vocab_size)``."""
+        """Run the decoder over ``memory``.
+
+        Args:
+            tgt_in: int ``(B, T)``: ``<bos>`` and the target so far.
+            memory: ``(B, S, D)`` from :meth:`encode`.
+            src_pad_mask: bool ``(B, S)``, True where the source is padding, or None.
+            tgt_pad_mask: bool ``(B, T)``, True where ``tgt_in`` is padding, or None.
+
+        Returns:
+            logits ``(B, T, tgt_vocab_size)``: position ``t`` scores target token ``t``.
+        """
         tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
         check_mask(tgt_pad_mask, "tgt_pad_mask", tgt_in.shape, broadcast=False)
         x = self._embed_tgt(tgt_in)
@@ -439,7 +539,16 @@ class Seq2SeqTransformer(Module):
         return _vocab_logits(x, self.lm_head, self.tgt_emb)
 
     def forward(self, src, tgt_in, src_pad_mask=None, tgt_pad_mask=None) -> np.ndarray:
-        """Teacher forcing: the decoder sees the true previous target tokens."""
+        """Teacher forcing: encode ``src``, decode ``tgt_in`` (the true previous targets).
+
+        Args:
+            src: int ``(B, S)``; tgt_in: int ``(B, T)`` (``<bos>`` + target).
+            src_pad_mask: bool ``(B, S)``; tgt_pad_mask: bool ``(B, T)``; True = padding.
+            :func:`tfscratch.batching.seq2seq_batch` makes all four.
+
+        Returns:
+            logits ``(B, T, tgt_vocab_size)``.
+        """
         src = _check_token_batch(src, "src", self.src_vocab_size, self.max_len)
         tgt_in = _check_token_batch(tgt_in, "tgt_in", self.tgt_vocab_size, self.max_len)
         if src.shape[0] != tgt_in.shape[0]:
@@ -450,7 +559,14 @@ class Seq2SeqTransformer(Module):
         return self.decode(tgt_in, memory, src_pad_mask, tgt_pad_mask)
 
     def backward(self, grad_logits: np.ndarray) -> None:
-        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, T, tgt_vocab_size)``."""
+        """Accumulate (``+=``) every parameter's gradient, encoder's included.
+
+        Args:
+            grad_logits: dL/dlogits ``(B, T, tgt_vocab_size)`` of the last forward.
+
+        Returns:
+            None.
+        """
         self.check_ready_for_backward()
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.tgt_vocab_size,))
         grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tgt_emb)
@@ -479,6 +595,23 @@ class EncoderClassifier(Module):
     of tokens); ``pos="rope"`` rotates queries and keys in every block (the ``[CLS]`` vector
     is position 0). Parameters: ``tok_emb``, ``cls_token`` (cls only), ``pos_emb`` (learned
     only), ``blocks.{i}``, ``ln_f`` (pre-norm only), ``head``.
+
+    Args:
+        vocab_size: the number of token ids.
+        n_classes: the number of labels.
+        d_model: the width D of every position's vector.
+        n_heads: attention heads per layer; must divide ``d_model``.
+        n_layers: encoder blocks.
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        max_len: the longest sequence (the ``[CLS]`` vector counts as one position).
+        pooling: ``"mean"`` or ``"cls"`` (see above).
+        dropout: drop probability (training mode only).
+        pos: ``"learned"``, ``"sinusoidal"``, ``"rope"`` or ``"none"``.
+        norm: ``"pre"`` or ``"post"``.
+        activation: ``"gelu"`` or ``"relu"``.
+        scale_embeddings: multiply token vectors by ``sqrt(d_model)``.
+        seed: seed of the initial weights and the dropout masks.
+        dtype: ``np.float32`` (default) or ``np.float64``.
     """
 
     def __init__(
@@ -534,7 +667,16 @@ class EncoderClassifier(Module):
         _init_gpt2(self, rng, config["scale_embeddings"])
 
     def forward(self, tokens: np.ndarray, pad_mask: np.ndarray | None = None) -> np.ndarray:
-        """tokens: int ``(B, T)``; pad_mask: bool ``(B, T)``, True = padding."""
+        """Class scores for each sequence.
+
+        Args:
+            tokens: int ``(B, T)``.
+            pad_mask: bool ``(B, T)``, True where ``tokens`` is padding (ignored by attention
+                and by mean pooling), or None.
+
+        Returns:
+            logits ``(B, n_classes)``.
+        """
         tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len)
         check_mask(pad_mask, "pad_mask", tokens.shape, broadcast=False)
         B, T = tokens.shape
@@ -560,7 +702,14 @@ class EncoderClassifier(Module):
         return self.head(pooled)
 
     def backward(self, grad_logits: np.ndarray) -> None:
-        """Accumulate every parameter's gradient from ``dL/dlogits`` ``(B, n_classes)``."""
+        """Accumulate (``+=``) every parameter's gradient.
+
+        Args:
+            grad_logits: dL/dlogits ``(B, n_classes)`` of the last forward.
+
+        Returns:
+            None.
+        """
         self.check_ready_for_backward()
         _check_grad_logits(grad_logits, (self._seq_shape[0], self.head.d_out))
         d_pooled = self.head.backward(grad_logits)  # (B, D)
