@@ -25,6 +25,13 @@ if not os.path.isdir(EXCHANGE):
     os.chmod(EXCHANGE, 0o1777)
 c.Exchange.root = EXCHANGE
 
+# `autograde` runs each submission and stops a cell after Execute.timeout seconds, 30 by
+# default. The training cells of 07 and the later notebooks run for up to about two minutes on
+# two cores (the course's budget: a training notebook in under 150 s), twice that on one, so a
+# correct submission lost the points of every check after its training cell (a solved 07
+# scored 2 of 3). Ten minutes still stops a student's endless loop.
+c.Execute.timeout = 600
+
 # nbgrader 0.9 builds a submission's gradebook rows (Gradebook.add_submission) in the
 # SQLAlchemy 1.x style: the new rows reach the session only by `db.add(submission)` after
 # the loop, so SQLAlchemy 2 warns on every autograde that an autoflush inside the loop

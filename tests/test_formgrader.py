@@ -12,8 +12,10 @@ Marked `lab`: `make test-browser` runs it.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
+from traitlets.config.loader import PyFileConfigLoader
 
 from .lab_server import ROOT, LabServer
 
@@ -55,3 +57,13 @@ def test_formgrader_finds_the_course_exchange_on_a_fresh_course(formgrader):
     assert 'id="warning-exchange"' not in page and 'id="warning-course-id"' not in page
     exchange = formgrader.course / "exchange"
     assert exchange.is_dir() and exchange.stat().st_mode & 0o7777 == 0o1777
+
+
+def test_the_autograder_gives_a_training_cell_the_time_it_needs(tmp_path):
+    # A training notebook runs in under 150 s on two cores, most of it in one cell; on a
+    # grader's single core that cell takes about twice as long. nbgrader's default (30 s) cut
+    # it off, and a correct 07 lost the points of every check after it. (A copy is loaded: the
+    # course's configuration makes its exchange beside itself.)
+    shutil.copy(ROOT / "classroom" / "nbgrader_config.py", tmp_path)
+    config = PyFileConfigLoader("nbgrader_config.py", str(tmp_path)).load_config()
+    assert config.Execute.timeout >= 4 * 150
