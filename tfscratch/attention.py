@@ -50,13 +50,29 @@ from .positional import RotaryPositionalEmbedding
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
-    """``(B, T, D)`` -> ``(B, H, T, D / H)``: head ``h`` owns features ``h*d_head ... (h+1)*d_head - 1``."""
+    """Give every head its own slice of the features.
+
+    Args:
+        x: ``(B, T, D)``.
+        n_heads: ``H``; must divide ``D``.
+
+    Returns:
+        ``(B, H, T, D / H)``: head ``h`` owns features ``h*d_head ... (h+1)*d_head - 1``
+        (a view: no copy).
+    """
     B, T, D = x.shape
     return x.reshape(B, T, n_heads, D // n_heads).transpose(0, 2, 1, 3)
 
 
 def merge_heads(x: np.ndarray) -> np.ndarray:
-    """``(B, H, T, d_head)`` -> ``(B, T, H * d_head)``, the inverse of :func:`split_heads`."""
+    """Put the heads' outputs side by side again: the inverse of :func:`split_heads`.
+
+    Args:
+        x: ``(B, H, T, d_head)``.
+
+    Returns:
+        ``(B, T, H * d_head)``.
+    """
     B, H, T, d_head = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, H * d_head)
 
@@ -69,6 +85,13 @@ def project_together(x: np.ndarray, linears: tuple[Linear, ...]) -> list[np.ndar
     checks it), in one BLAS call instead of several. Reads the maps' parameters as they are
     now. Each map records ``x`` as its last input (as if it had been called), so no map is
     left holding an older input, and inside :class:`~tfscratch.no_grad` none holds any.
+
+    Args:
+        x: ``(B, T, D)``, the input of every map.
+        linears: the ``Linear`` maps (all with or all without bias).
+
+    Returns:
+        one ``(B, T, d_out)`` array per map, in order (views of one result).
     """
     for linear in linears:
         linear.save_for_backward(x=x)
@@ -90,7 +113,16 @@ def project_together_backward(
     x: np.ndarray, grads: list[np.ndarray], linears: tuple[Linear, ...]
 ) -> np.ndarray:
     """Backward of :func:`project_together`: each map's ``dW = x^T dy`` and ``db = sum dy``
-    accumulate into its own parameters; returns ``dx = sum_i dy_i W_i^T`` (one matmul)."""
+    accumulate into its own parameters.
+
+    Args:
+        x: ``(B, T, D)``, the input of the forward.
+        grads: dL/dy_i, one ``(B, T, d_out)`` per map, in order.
+        linears: the maps of the forward.
+
+    Returns:
+        ``dx = sum_i dy_i W_i^T`` ``(B, T, D)`` (one matmul).
+    """
     dy = np.concatenate(grads, axis=-1).reshape(-1, sum(g.shape[-1] for g in grads))
     d_weight = x.reshape(-1, x.shape[-1]).T @ dy  # (D, sum of d_out)
     parts = np.cumsum([g.shape[-1] for g in grads])[:-1]
@@ -110,7 +142,10 @@ class KVCache:
     positions; with it, each step computes K and V for the one new position and appends
     them. The buffers are allocated once at ``max_len`` so appending never copies the past.
     ``length`` is the number of cached positions, which is also the position offset of the
-    next token.
+    next token. ``DecoderLM.new_kv_cache()`` makes one per layer.
+
+    Args:
+        max_len: the most positions it can hold (the model's ``max_len``).
     """
 
     def __init__(self, max_len: int):
@@ -120,7 +155,15 @@ class KVCache:
         self._values = None
 
     def append(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Add ``(B, H, T_new, d_head)`` keys and values; return all ``length`` so far."""
+        """Add the new positions' keys and values.
+
+        Args:
+            keys, values: ``(B, H, T_new, d_head)``.
+
+        Returns:
+            ``(keys, values)`` of every cached position, ``(B, H, length, d_head)`` each
+            (views of the buffers).
+        """
         B, H, T_new, d_head = keys.shape
         if self._keys is None:
             shape = (B, H, self.max_len, d_head)
@@ -155,6 +198,16 @@ class MultiHeadAttention(Module):
     ``rotary``: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` with
     ``d_head = d_model / n_heads`` (no parameters; a model shares one between its layers) to
     rotate the queries and keys of self-attention by their positions, or None (default).
+
+    Args:
+        d_model: the model width D (input and output features).
+        n_heads: heads H; must divide ``d_model``.
+        bias: the four projections have biases.
+        dropout: drop probability of the attention weights (training only).
+        rotary: see above.
+        seed, rng: where the initial weights and dropout masks come from: a seed, or a
+            ``np.random.Generator`` to draw from (a model passes its own).
+        dtype: the parameters' float dtype.
     """
 
     def __init__(
@@ -198,12 +251,18 @@ class MultiHeadAttention(Module):
         """Attend from ``x`` ``(B, T_q, D)`` to itself or to ``context`` ``(B, T_k, D)``.
 
         Args:
+            x: float ``(B, T_q, D)``, the queries' positions.
+            context: float ``(B, T_k, D)`` to attend to (cross-attention), or None to attend
+                to ``x`` itself.
             mask: boolean, True = blocked, broadcastable to ``(B, H, T_q, T_k)``.
             key_padding_mask: boolean ``(B, T_k)``, True marks padding keys.
             kv_cache: a :class:`KVCache` (self-attention only): the new keys/values are
                 appended and the queries attend to every cached position; its length is
                 the position offset of the new tokens (for ``is_causal`` and ``rotary``).
             is_causal: block keys after each query's position (offset by the cache length).
+
+        Returns:
+            ``(B, T_q, D)``; the weights are kept in ``.attn_weights`` ``(B, H, T_q, T_k)``.
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
         B, T_q, _ = x.shape
@@ -266,7 +325,15 @@ class MultiHeadAttention(Module):
 
     def backward(self, grad_output: np.ndarray):
         """The forward in reverse: ``out_proj``, merge heads, attention, split heads, the
-        projections. Returns ``dx``, or ``(dx, dcontext)`` for cross-attention."""
+        projections.
+
+        Args:
+            grad_output: dL/d(output) ``(B, T_q, D)``.
+
+        Returns:
+            ``dx`` ``(B, T_q, D)``, or ``(dx, dcontext)`` for cross-attention; the projections'
+            gradients are added to their ``.grad``.
+        """
         self.check_ready_for_backward()
         if self._used_cache:
             raise RuntimeError(

@@ -43,6 +43,22 @@ class TransformerBlock(Module):
     ``ln3``, ``ffn``; without it ``ln1``, ``attn``, ``ln2``, ``ffn``. ``rotary`` (rotary
     positions, ``pos="rope"``) goes to the self-attention only. ``feed_forward=False`` leaves
     out the feed-forward sublayer and its norm (an attention-only block, notebook 15).
+
+    Args:
+        d_model: the width D.
+        n_heads: attention heads; must divide ``d_model``.
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        dropout: drop probability of attention weights and sublayer outputs (training only).
+        norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
+        activation: ``"gelu"`` or ``"relu"``.
+        causal: the self-attention sees only earlier positions.
+        cross_attention: add cross-attention over ``memory``.
+        feed_forward: include the feed-forward sublayer.
+        rotary: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` for the
+            self-attention, or None.
+        seed, rng: where the initial weights and dropout masks come from (a model passes its
+            own generator).
+        dtype: the parameters' float dtype.
     """
 
     def __init__(
@@ -101,7 +117,21 @@ class TransformerBlock(Module):
         memory_key_padding_mask=None,
         kv_cache=None,
     ):
-        """x: ``(B, T, D)``; memory: ``(B, T_src, D)`` (required with cross-attention)."""
+        """The block's two (or three) residual sublayers.
+
+        Args:
+            x: float ``(B, T, D)``.
+            memory: ``(B, T_src, D)``, the encoder's output (required with cross-attention,
+                None without).
+            key_padding_mask: bool ``(B, T)``, True where ``x`` is padding.
+            memory_key_padding_mask: bool ``(B, T_src)``, True where ``memory`` is padding.
+            kv_cache: a :class:`~tfscratch.attention.KVCache` for the self-attention
+                (generation), or None.
+            mask: bool, True = blocked, broadcastable to ``(B, H, T, T)``, or None.
+
+        Returns:
+            ``(B, T, D)``.
+        """
         if self.has_cross_attention and memory is None:
             raise ValueError("memory (the encoder output) is required: this block cross-attends")
         if not self.has_cross_attention and memory is not None:
@@ -126,7 +156,14 @@ class TransformerBlock(Module):
         return self.ffn_norm(h + self.ffn_resid_dropout(self.ffn(h)))
 
     def backward(self, grad_output):
-        """Returns ``dx``, or ``(dx, dmemory)`` with cross-attention."""
+        """The sublayers in reverse, each residual shortcut adding its gradient.
+
+        Args:
+            grad_output: dL/d(output) ``(B, T, D)``.
+
+        Returns:
+            ``dx`` ``(B, T, D)``, or ``(dx, dmemory)`` with cross-attention.
+        """
         d_memory = None
         if self.norm == "pre":
             dh = grad_output
@@ -161,6 +198,19 @@ class EncoderBlock(TransformerBlock):
     ``ln2``, ``ffn``.
 
     ``forward(x, mask=None, key_padding_mask=None)``: ``(B, T, D)`` -> ``(B, T, D)``.
+
+    Args:
+        d_model: the width D.
+        n_heads: attention heads; must divide ``d_model``.
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        dropout: drop probability of attention weights and sublayer outputs (training only).
+        norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
+        activation: ``"gelu"`` or ``"relu"``.
+        rotary: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` for the
+            self-attention, or None.
+        seed, rng: where the initial weights and dropout masks come from (a model passes its
+            own generator).
+        dtype: the parameters' float dtype.
     """
 
     def __init__(
@@ -183,6 +233,16 @@ class EncoderBlock(TransformerBlock):
         )  # fmt: skip
 
     def forward(self, x, mask=None, key_padding_mask=None):
+        """Bidirectional self-attention, then the feed-forward.
+
+        Args:
+            x: float ``(B, T, D)``.
+            mask: bool, True = blocked, broadcastable to ``(B, H, T, T)``, or None.
+            key_padding_mask: bool ``(B, T)``, True where ``x`` is padding.
+
+        Returns:
+            ``(B, T, D)``.
+        """
         return super().forward(x, mask=mask, key_padding_mask=key_padding_mask)
 
 
@@ -194,6 +254,21 @@ class DecoderBlock(TransformerBlock):
 
     ``forward(x, memory=None, key_padding_mask=None, memory_key_padding_mask=None,
     kv_cache=None)``; ``backward`` returns ``dx``, or ``(dx, dmemory)`` with cross-attention.
+
+    Args:
+        d_model: the width D.
+        n_heads: attention heads; must divide ``d_model``.
+        d_ff: the feed-forward width (default ``4 * d_model``).
+        dropout: drop probability of attention weights and sublayer outputs (training only).
+        norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
+        activation: ``"gelu"`` or ``"relu"``.
+        cross_attention: add cross-attention over an encoder's output (``memory``).
+        feed_forward: include the feed-forward sublayer (False: attention-only, notebook 15).
+        rotary: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` for the
+            self-attention, or None.
+        seed, rng: where the initial weights and dropout masks come from (a model passes its
+            own generator).
+        dtype: the parameters' float dtype.
     """
 
     def __init__(
@@ -221,7 +296,20 @@ class DecoderBlock(TransformerBlock):
     def forward(
         self, x, memory=None, key_padding_mask=None, memory_key_padding_mask=None, kv_cache=None
     ):
-        """x: ``(B, T, D)``; memory: ``(B, T_src, D)`` (required with cross-attention)."""
+        """Causal self-attention, cross-attention (if any), then the feed-forward.
+
+        Args:
+            x: float ``(B, T, D)``.
+            memory: ``(B, T_src, D)``, the encoder's output (required with cross-attention,
+                None without).
+            key_padding_mask: bool ``(B, T)``, True where ``x`` is padding.
+            memory_key_padding_mask: bool ``(B, T_src)``, True where ``memory`` is padding.
+            kv_cache: a :class:`~tfscratch.attention.KVCache` for the self-attention
+                (generation), or None.
+
+        Returns:
+            ``(B, T, D)``.
+        """
         return super().forward(
             x,
             memory,

@@ -31,6 +31,14 @@ class Linear(Module):
     :math:`XW` (PyTorch stores the transpose).
 
     Initialised as PyTorch does: uniform in :math:`\\pm 1/\\sqrt{d_{in}}`.
+
+    Args:
+        d_in: input features.
+        d_out: output features.
+        bias: add a learned ``bias (d_out,)``.
+        seed, rng: where the initial weights come from: a seed, or a ``np.random.Generator``
+            to draw from (a model passes its own); neither: fresh randomness.
+        dtype: the parameters' float dtype (``np.float32``; ``np.float64`` for gradient checks).
     """
 
     def __init__(
@@ -45,7 +53,14 @@ class Linear(Module):
         self.bias = Parameter(rng.uniform(-bound, bound, (d_out,)).astype(dtype)) if bias else None
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        """x: ``(..., d_in)`` -> ``(..., d_out)``."""
+        """Apply the map.
+
+        Args:
+            x: float ``(..., d_in)``.
+
+        Returns:
+            ``(..., d_out)``.
+        """
         check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.d_in)
         self.save_for_backward(x=x)
         # (B, T, d_in) @ W as one 2-D matmul over all B*T rows: one BLAS call, where a 3-D
@@ -56,7 +71,14 @@ class Linear(Module):
         return y.reshape(x.shape[:-1] + (self.d_out,))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
-        """``dW = x^T dy`` (summed over every leading axis), ``db = sum dy``, ``dx = dy W^T``."""
+        """``dW = x^T dy`` (summed over every leading axis), ``db = sum dy``, ``dx = dy W^T``.
+
+        Args:
+            grad_output: dL/dy ``(..., d_out)``.
+
+        Returns:
+            dL/dx ``(..., d_in)``; ``dW`` and ``db`` are added to ``weight.grad``, ``bias.grad``.
+        """
         self.check_ready_for_backward()
         x_rows, dy_rows = _flatten_leading(self._x), _flatten_leading(grad_output)
         self.weight.grad += x_rows.T @ dy_rows
@@ -66,7 +88,15 @@ class Linear(Module):
 
 
 class Embedding(Module):
-    """A lookup table: token id ``i`` -> row ``weight[i]``. Initialised N(0, 1), as PyTorch."""
+    """A lookup table: token id ``i`` -> row ``weight[i]``. Initialised N(0, 1), as PyTorch.
+
+    Args:
+        num: the number of ids (rows).
+        dim: the vector size (columns).
+        seed, rng: where the initial weights come from: a seed, or a ``np.random.Generator``
+            to draw from (a model passes its own); neither: fresh randomness.
+        dtype: the parameters' float dtype (``np.float32``; ``np.float64`` for gradient checks).
+    """
 
     def __init__(self, num: int, dim: int, *, seed=None, rng=None, dtype=np.float32):
         self.num = check_positive_int(num, "num")
@@ -75,7 +105,14 @@ class Embedding(Module):
         self.weight = Parameter(rng.standard_normal((num, dim)).astype(check_dtype(dtype)))
 
     def forward(self, ids: np.ndarray) -> np.ndarray:
-        """ids: integer ``(...)`` -> ``(..., dim)``."""
+        """Look the ids up.
+
+        Args:
+            ids: integer ``(...)``, each in ``[0, num)``.
+
+        Returns:
+            ``(..., dim)``.
+        """
         ids = check_token_ids(ids, "ids", self.num)
         self.save_for_backward(ids=ids)
         return self.weight.data[ids]
@@ -84,14 +121,25 @@ class Embedding(Module):
         """Scatter-add each position's gradient into its token's row.
 
         ``np.add.at`` (not ``grad[ids] += g``) so a token used twice gets both gradients.
-        Token ids have no gradient, so this returns None.
+
+        Args:
+            grad_output: dL/dy ``(..., dim)``.
+
+        Returns:
+            None: token ids have no gradient.
         """
         self.check_ready_for_backward()
         np.add.at(self.weight.grad, self._ids.reshape(-1), _flatten_leading(grad_output))
 
 
 class LayerNorm(Module):
-    """Normalise each position's features; see :func:`tfscratch.functional.layer_norm`."""
+    """Normalise each position's features; see :func:`tfscratch.functional.layer_norm`.
+
+    Args:
+        dim: the feature size D; ``gamma`` (ones) and ``beta`` (zeros) are ``(D,)``.
+        eps: added to the variance.
+        dtype: the parameters' float dtype.
+    """
 
     def __init__(self, dim: int, eps: float = 1e-5, *, dtype=np.float32):
         self.dim = check_positive_int(dim, "dim")
@@ -101,13 +149,22 @@ class LayerNorm(Module):
         self.beta = Parameter(np.zeros(dim, dtype=dtype))
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        """x: ``(..., dim)`` -> same shape."""
+        """Normalise.
+
+        Args:
+            x: float ``(..., dim)``.
+
+        Returns:
+            ``(..., dim)``.
+        """
         check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.dim)
         y, x_hat, inv_std = F.layer_norm_forward(x, self.gamma.data, self.beta.data, self.eps)
         self.save_for_backward(x_hat=x_hat, inv_std=inv_std)
         return y
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy ``(..., dim)``. Returns: dL/dx ``(..., dim)``; the
+        gradients of ``gamma`` and ``beta`` are added to their ``.grad``."""
         self.check_ready_for_backward()
         dx, dgamma, dbeta = F.layer_norm_backward(
             grad_output, self._x_hat, self._inv_std, self.gamma.data
@@ -122,6 +179,11 @@ class Dropout(Module):
     by ``1/(1-p)``; in evaluation, the identity.
 
     The random stream is the module's own (seeded), so a run is repeatable.
+
+    Args:
+        p: the drop probability, in ``[0, 1)``.
+        seed, rng: where the masks come from: a seed, or a ``np.random.Generator`` to draw
+            from (a model passes its own).
     """
 
     def __init__(self, p: float = 0.0, *, seed=None, rng=None):
@@ -133,43 +195,63 @@ class Dropout(Module):
         ``shape``, or None when dropout is off (evaluation mode or ``p == 0``).
 
         Attention asks for one to drop attention weights inside
-        :func:`~tfscratch.functional.scaled_dot_product_attention`."""
+        :func:`~tfscratch.functional.scaled_dot_product_attention`.
+
+        Args:
+            shape: the shape of the array to drop from.
+            dtype: the mask's float dtype.
+
+        Returns:
+            ``shape`` array of 0 and ``1/(1-p)``, or None.
+        """
         if not self.training or self.p == 0.0:
             return None
         return F.dropout_mask(shape, self.p, self._rng, dtype=dtype)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
+        """Args: x: any shape. Returns: ``x`` times a fresh mask (training), or ``x`` itself."""
         mask = self.new_mask(x.shape, x.dtype)
         self.save_for_backward(mask=mask)
         return x if mask is None else x * mask
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy. Returns: dL/dx, through the forward's mask."""
         self.check_ready_for_backward()
         return grad_output if self._mask is None else grad_output * self._mask
 
 
 class ReLU(Module):
+    """``max(x, 0)``; see :func:`tfscratch.functional.relu`. No arguments, no parameters."""
+
     def forward(self, x: np.ndarray) -> np.ndarray:
+        """Args: x: any shape. Returns: ``max(x, 0)``, the same shape."""
         self.save_for_backward(x=x)
         return F.relu(x)
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy. Returns: dL/dx (zero where ``x <= 0``)."""
         self.check_ready_for_backward()
         return F.relu_backward(grad_output, self._x)
 
 
 class GELU(Module):
-    """GELU; ``approximate="tanh"`` (default, as GPT-2) or ``"none"`` (exact, erf)."""
+    """GELU; see :func:`tfscratch.functional.gelu`.
+
+    Args:
+        approximate: ``"tanh"`` (default, as GPT-2) or ``"none"`` (exact, with erf).
+    """
 
     def __init__(self, approximate: str = "tanh"):
         self.approximate = check_choice(approximate, "approximate", F.GELU_APPROXIMATIONS)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
+        """Args: x: any shape. Returns: ``GELU(x)``, the same shape."""
         y, gate = F.gelu_forward(x, self.approximate)
         self.save_for_backward(x=x, gate=gate)
         return y
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy. Returns: dL/dx, the same shape."""
         self.check_ready_for_backward()
         return F.gelu_backward(grad_output, self._x, self.approximate, gate=self._gate)
 
@@ -178,7 +260,17 @@ ACTIVATIONS = {"gelu": GELU, "relu": ReLU}
 
 
 class FeedForward(Module):
-    """Position-wise MLP: ``fc2(dropout(act(fc1(x))))``, ``d_model -> d_ff -> d_model``."""
+    """Position-wise MLP: ``fc2(dropout(act(fc1(x))))``, ``d_model -> d_ff -> d_model``.
+
+    Args:
+        d_model: input and output features.
+        d_ff: hidden features (4 d_model in the paper and GPT-2).
+        activation: ``"gelu"`` or ``"relu"``.
+        dropout: drop probability after the activation (training only).
+        seed, rng: where the initial weights come from: a seed, or a ``np.random.Generator``
+            to draw from (a model passes its own); neither: fresh randomness.
+        dtype: the parameters' float dtype (``np.float32``; ``np.float64`` for gradient checks).
+    """
 
     def __init__(
         self,
@@ -200,9 +292,10 @@ class FeedForward(Module):
         self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        """x: ``(..., d_model)`` -> same shape."""
+        """Args: x: float ``(..., d_model)``. Returns: ``(..., d_model)``."""
         return self.fc2(self.dropout(self.act(self.fc1(x))))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy ``(..., d_model)``. Returns: dL/dx ``(..., d_model)``."""
         grad = self.dropout.backward(self.fc2.backward(grad_output))
         return self.fc1.backward(self.act.backward(grad))

@@ -31,6 +31,13 @@ def make_rng(
     Pass ``rng`` to share one stream between modules (a model hands its generator to each
     submodule in turn, so one seed fixes every weight), or ``seed`` for a fresh stream.
     NumPy's global random state is never touched.
+
+    Args:
+        seed: an int seed, or None.
+        rng: a ``numpy.random.Generator`` to share, or None (not both).
+
+    Returns:
+        ``rng`` itself, or ``np.random.default_rng(seed)``.
     """
     if rng is not None and seed is not None:
         raise ValueError(f"give seed or rng, not both (seed={seed!r}, rng={rng!r})")
@@ -44,7 +51,14 @@ def make_rng(
 
 
 def check_dtype(dtype) -> np.dtype:
-    """Float dtype used for parameters and activations (float32 by default)."""
+    """Float dtype used for parameters and activations (float32 by default).
+
+    Args:
+        dtype: anything ``np.dtype`` accepts.
+
+    Returns:
+        ``np.dtype('float32')`` or ``np.dtype('float64')``; any other raises ``TypeError``.
+    """
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -64,6 +78,9 @@ class Parameter:
 
     The forward of every layer reads ``parameter.data`` at the time it runs, so whatever
     you assign is what the model computes with.
+
+    Args:
+        data: the initial values, a float array (copied).
     """
 
     def __init__(self, data: np.ndarray):
@@ -111,6 +128,7 @@ class Parameter:
         return self._data.shape
 
     def zero_grad(self) -> None:
+        """Set ``grad`` to zeros, in place."""
         self._grad[...] = 0
 
     def __repr__(self) -> str:
@@ -170,9 +188,25 @@ class Module:
         return self.forward(*inputs, **options)
 
     def forward(self, *inputs, **options):  # pragma: no cover - abstract
+        """Compute the output and keep what ``backward`` needs (each layer defines it).
+
+        Args:
+            inputs: the layer's input arrays; options: its keyword options.
+
+        Returns:
+            the output.
+        """
         raise NotImplementedError
 
     def backward(self, grad_output):  # pragma: no cover - abstract
+        """Accumulate (``+=``) every parameter's gradient (each layer defines it).
+
+        Args:
+            grad_output: dL/d(output), the shape of the last forward's output.
+
+        Returns:
+            dL/d(input): one array, a tuple for several array inputs, None for integer ids.
+        """
         raise NotImplementedError
 
     # --- what forward keeps for backward ------------------------------------------------
@@ -181,6 +215,9 @@ class Module:
 
         ``self.save_for_backward(x=x)`` sets ``self._x``. Inside :class:`no_grad` nothing is
         kept: each name is set to None, which also frees what an earlier forward kept.
+
+        Args:
+            arrays: ``name=value`` pairs to keep.
         """
         if _grad_enabled:
             vars(self).update({f"_{name}": value for name, value in arrays.items()})
@@ -203,6 +240,7 @@ class Module:
 
     # --- walking the tree -------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """The direct submodules: ``(name, module)``, a list's items as ``name.0``, ``name.1``."""
         for name, value in vars(self).items():
             if name.startswith("_"):
                 continue
@@ -220,6 +258,12 @@ class Module:
         """Every parameter under a dotted name, e.g. ``blocks.0.attn.q_proj.weight``.
 
         A parameter shared by two modules (weight tying) is listed once, under its first name.
+
+        Args:
+            prefix: put in front of every name.
+
+        Returns:
+            dict of name -> :class:`Parameter`, in the order the attributes were assigned.
         """
         found: dict[str, Parameter] = {}
         seen: set[int] = set()
@@ -237,23 +281,34 @@ class Module:
             child._collect_parameters(f"{prefix}{name}.", found, seen)
 
     def parameters(self) -> list[Parameter]:
+        """Every parameter, once each (the values of :meth:`named_parameters`)."""
         return list(self.named_parameters().values())
 
     def modules(self) -> Iterator[Module]:
+        """This module and every module under it, depth first."""
         yield self
         for _, child in self.named_children():
             yield from child.modules()
 
     def num_parameters(self) -> int:
+        """The number of trainable numbers (a tied weight counted once)."""
         return int(sum(p.data.size for p in self.parameters()))
 
     def zero_grad(self) -> None:
+        """Set every parameter's ``grad`` to zeros (backward passes accumulate into it)."""
         for parameter in self.parameters():
             parameter.zero_grad()
 
     # --- modes ------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
-        """Training mode (dropout active); returns self so calls can be chained."""
+        """Set training mode (dropout active) on this module and every module under it.
+
+        Args:
+            mode: True for training, False for evaluation (as :meth:`eval`).
+
+        Returns:
+            self, so calls can be chained.
+        """
         for module in self.modules():
             module.training = mode
         return self
@@ -268,7 +323,12 @@ class Module:
         return {name: p.data.copy() for name, p in self.named_parameters().items()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Copy weights in. Strict: every mismatch is reported at once, nothing is changed."""
+        """Copy weights in. Strict: every mismatch is reported at once, nothing is changed.
+
+        Args:
+            state: dict of dotted name -> array, as :meth:`state_dict` gives (every name,
+                each array of its parameter's shape).
+        """
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict of name -> array, got {type(state).__name__}")
         own = self.named_parameters()
@@ -306,6 +366,13 @@ def check_state_fits(
     Shared by ``Module.load_state_dict`` and ``Optimizer.load_state_dict``: missing,
     unexpected and mis-shaped entries (``sides`` names the two sides in the message, e.g.
     ``("model", "checkpoint")``), plus any ``more_problems`` the caller found.
+
+    Args:
+        state: the given dict of name -> array.
+        expected: name -> the shape each entry must have.
+        owner: what is being loaded, for the message (``"DecoderLM"``).
+        sides: the names of the two sides, e.g. ``("model", "checkpoint")``.
+        more_problems: further sentences to report.
     """
     mine, given = sides
     problems = []
@@ -330,7 +397,12 @@ def check_state_fits(
 @contextmanager
 def in_mode(model: Module, training: bool) -> Iterator[Module]:
     """``with in_mode(model, training=False):`` runs the block with ``model`` in that mode and
-    restores the mode it had before, also when the block raises."""
+    restores the mode it had before, also when the block raises.
+
+    Args:
+        model: any :class:`Module`.
+        training: the mode inside the block.
+    """
     was_training = model.training
     model.train(training)
     try:
@@ -340,5 +412,9 @@ def in_mode(model: Module, training: bool) -> Iterator[Module]:
 
 
 def evaluating(model: Module):
-    """``with evaluating(model):`` evaluation mode (no dropout) inside the block only."""
+    """``with evaluating(model):`` evaluation mode (no dropout) inside the block only.
+
+    Args:
+        model: any :class:`Module`; its mode is restored after the block.
+    """
     return in_mode(model, training=False)

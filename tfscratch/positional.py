@@ -33,6 +33,14 @@ def sinusoidal_table(max_len: int, d_model: int, dtype=np.float32) -> np.ndarray
 
     :math:`PE_{pos, 2i} = \sin(pos / 10000^{2i/d})`, :math:`PE_{pos, 2i+1} = \cos(\cdot)`.
     Each pair of columns is a clock of its own frequency; nearby positions look alike.
+
+    Args:
+        max_len: rows (positions).
+        d_model: columns (features).
+        dtype: the table's float dtype.
+
+    Returns:
+        ``(max_len, d_model)``, values in ``[-1, 1]``.
     """
     positions = np.arange(max_len)[:, None]
     frequencies = np.exp(-np.log(10000.0) * np.arange(0, d_model, 2) / d_model)
@@ -47,6 +55,11 @@ class SinusoidalPositionalEncoding(Module):
     """``forward(x, offset=0)``: ``x + PE[offset : offset + T]`` for ``x`` of shape ``(B, T, D)``.
 
     No parameters; the table is computed once.
+
+    Args:
+        max_len: the most positions (the table's rows).
+        d_model: the feature size D.
+        dtype: the table's float dtype.
     """
 
     def __init__(self, max_len: int, d_model: int, *, dtype=np.float32):
@@ -62,6 +75,15 @@ class SinusoidalPositionalEncoding(Module):
         return view
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Add the positions' vectors.
+
+        Args:
+            x: float ``(B, T, D)`` token embeddings.
+            offset: the position of ``x[:, 0]`` (the KV cache's length when generating).
+
+        Returns:
+            ``x + PE[offset : offset + T]``, ``(B, T, D)``.
+        """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
         offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
@@ -69,12 +91,20 @@ class SinusoidalPositionalEncoding(Module):
         return x + self._table[offset : offset + T]
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy ``(B, T, D)``. Returns: dL/dx, the same (``y = x + PE``)."""
         return grad_output
 
 
 class LearnedPositionalEmbedding(Module):
     """``forward(x, offset=0)``: ``x + weight[offset : offset + T]``; ``weight`` ``(max_len, D)``
-    is learned like any other parameter (GPT-2's choice)."""
+    is learned like any other parameter (GPT-2's choice).
+
+    Args:
+        max_len: the most positions (the table's rows).
+        d_model: the feature size D.
+        seed, rng: where the initial table comes from (a model passes its own generator).
+        dtype: the table's float dtype.
+    """
 
     def __init__(self, max_len: int, d_model: int, *, seed=None, rng=None, dtype=np.float32):
         self.max_len = check_positive_int(max_len, "max_len")
@@ -83,6 +113,15 @@ class LearnedPositionalEmbedding(Module):
         self.weight = Parameter(rng.standard_normal((max_len, d_model)).astype(check_dtype(dtype)))
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Add the positions' learned vectors.
+
+        Args:
+            x: float ``(B, T, D)`` token embeddings.
+            offset: the position of ``x[:, 0]``.
+
+        Returns:
+            ``x + weight[offset : offset + T]``, ``(B, T, D)``.
+        """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
         offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
@@ -91,7 +130,14 @@ class LearnedPositionalEmbedding(Module):
         return x + self.weight.data[offset : offset + T]
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
-        """Each used position's row gets the gradient summed over the batch."""
+        """Each used position's row gets the gradient summed over the batch.
+
+        Args:
+            grad_output: dL/dy ``(B, T, D)``.
+
+        Returns:
+            dL/dx, the same array (``y = x + P``).
+        """
         self.check_ready_for_backward()
         start, stop = self._span
         self.weight.grad[start:stop] += grad_output.sum(axis=0)
@@ -109,7 +155,15 @@ POSITIONAL_ENCODINGS = {
 def rope_frequencies(d_head: int, base: float = 10000.0) -> np.ndarray:
     r"""The ``d_head / 2`` angular speeds :math:`\theta_i = \mathrm{base}^{-2i/d_{head}}`,
     ``i = 0 .. d_head/2 - 1``: the frequencies of :func:`sinusoidal_table` (with ``d_head``
-    in place of ``d_model``), from one radian per position down to nearly zero."""
+    in place of ``d_model``), from one radian per position down to nearly zero.
+
+    Args:
+        d_head: the features of one head (even).
+        base: the longest wavelength's scale (10000 in the paper).
+
+    Returns:
+        float64 ``(d_head / 2,)``.
+    """
     return np.exp(-np.log(base) * np.arange(0, d_head, 2) / d_head)
 
 
@@ -162,6 +216,12 @@ class RotaryPositionalEmbedding(Module):
     preserve lengths, so gradients are never scaled up or down by RoPE.)
 
     No parameters; the ``(max_len, d_head/2)`` cosine and sine tables are computed once.
+
+    Args:
+        max_len: the most positions.
+        d_head: the features of one head (even).
+        base: see :func:`rope_frequencies`.
+        dtype: the tables' float dtype.
     """
 
     def __init__(self, max_len: int, d_head: int, base: float = 10000.0, *, dtype=np.float32):
@@ -180,22 +240,47 @@ class RotaryPositionalEmbedding(Module):
         self._cos, self._sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
     def tables(self, offset: int, T: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(cos, sin)`` of positions ``offset ... offset + T - 1``, each ``(T, d_head/2)``."""
+        """The rotation angles' cosines and sines of some positions.
+
+        Args:
+            offset: the first position.
+            T: how many positions.
+
+        Returns:
+            ``(cos, sin)`` of positions ``offset ... offset + T - 1``, each ``(T, d_head/2)``.
+        """
         return self._cos[offset : offset + T], self._sin[offset : offset + T]
 
     def rotate(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         """Rotate ``x`` ``(..., T, d_head)`` as positions ``offset ... offset + T - 1``.
 
         The lean form attention calls (the caller has checked the lengths): no state kept.
+
+        Args:
+            x: ``(..., T, d_head)``.
+            offset: the position of ``x[..., 0, :]``.
+
+        Returns:
+            the rotated ``(..., T, d_head)``.
         """
         return rotate_pairs(x, *self.tables(offset, x.shape[-2]))
 
     def rotate_backward(self, grad_output: np.ndarray, offset: int = 0) -> np.ndarray:
-        """The gradient with respect to the input of :meth:`rotate`: the inverse rotation."""
+        """The gradient with respect to the input of :meth:`rotate`: the inverse rotation.
+
+        Args:
+            grad_output: dL/dy ``(..., T, d_head)``.
+            offset: the offset the forward used.
+
+        Returns:
+            dL/dx ``(..., T, d_head)``.
+        """
         cos, sin = self.tables(offset, grad_output.shape[-2])
         return rotate_pairs(grad_output, cos, -sin)
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+        """Args: x: float ``(..., T, d_head)``; offset: the first position. Returns: the
+        rotated ``x``, same shape (see :meth:`rotate`)."""
         check_float_array(x, "x", ndim=(2, 3, 4), last_dim=self.d_head)
         offset = check_int(offset, "offset", minimum=0)
         check_length(x.shape[-2], self.max_len, offset=offset)
@@ -203,5 +288,6 @@ class RotaryPositionalEmbedding(Module):
         return self.rotate(x, offset)
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy. Returns: dL/dx, the inverse rotation of it."""
         self.check_ready_for_backward()
         return self.rotate_backward(grad_output, self._offset)
