@@ -30,6 +30,9 @@ def uniform_loss(vocab_size: int) -> float:
     a model that knew from the start that only the 26 letters and ``<eos>`` are possible
     would be measured against ``uniform_loss(27)``.
 
+    Args:
+        vocab_size: the number of classes, an int >= 1.
+
     Returns:
         float, e.g. ``uniform_loss(27) == 3.2958...``.
     """
@@ -64,6 +67,10 @@ class BigramModel:
             infinite loss.
         probs: float64 ``(V, V)``; row ``a`` is the distribution of the token after ``a``
             (each row sums to 1). A row that has no counts and no smoothing is uniform.
+
+    Args:
+        counts: the ``(V, V)`` table of counts (``BigramModel.fit`` counts them from data).
+        smoothing: the pseudo-count, >= 0.
     """
 
     def __init__(self, counts: np.ndarray, smoothing: float = 1.0):
@@ -108,6 +115,12 @@ class BigramModel:
         """Mean negative log-likelihood (nats) of the non-ignored targets of ``Y`` given ``X``.
 
         0.0 when every target is ignored (as ``cross_entropy``).
+
+        Args:
+            X: int ``(B, T)`` inputs; Y: int ``(B, T)`` targets (``IGNORE_INDEX`` where none).
+
+        Returns:
+            the mean loss in nats, a Python float.
         """
         previous, following = _aligned_pairs(X, Y, self.vocab_size)
         if previous.size == 0:

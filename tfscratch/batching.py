@@ -342,7 +342,16 @@ def infinite_batches(
 
     Every epoch visits each row once; the orders come from one generator seeded with
     ``seed``, so the whole stream is the same on every run. Take what you need with
-    ``next(stream)`` or ``itertools.islice``. Arguments and yields as in ``batches``.
+    ``next(stream)`` or ``itertools.islice``.
+
+    Args:
+        arrays: one array or a tuple of arrays with the same number of rows N.
+        batch_size: rows per batch.
+        seed: seed of the shuffles; the same seed gives the same stream.
+        drop_last: skip each epoch's last batch when it has fewer than ``batch_size`` rows.
+
+    Yields:
+        tuples with one ``(batch_size, ...)`` slice of each array, as :func:`batches`.
     """
     arrays = _check_arrays(arrays)
     batch_size = check_int(batch_size, "batch_size", minimum=1)

@@ -36,7 +36,14 @@ def save(model: Module, path: str | os.PathLike) -> Path:
     renamed into place, so a crash never leaves half a checkpoint behind (an older file at
     ``path`` stays intact). The name is used exactly as given: unlike ``np.savez(filename)``,
     no ``.npz`` suffix is added, because NumPy receives an open file, not a name. Missing
-    parent folders are created. Returns ``Path(path)``.
+    parent folders are created.
+
+    Args:
+        model: a ``DecoderLM``, ``Seq2SeqTransformer`` or ``EncoderClassifier``.
+        path: the file to write (``.npz`` by convention).
+
+    Returns:
+        ``Path(path)``.
     """
     if type(model).__name__ not in MODELS or not hasattr(model, "config"):
         raise TypeError(f"model must be one of {sorted(MODELS)}, got {type(model).__name__}")
@@ -71,6 +78,12 @@ def load(path: str | os.PathLike) -> Module:
     Raises ValueError when the file is not a tfscratch checkpoint (not an ``.npz``, no
     metadata, entries it should not have, pickled objects), or its weights do not fit the
     model its config describes (listing what does not fit).
+
+    Args:
+        path: a file written by :func:`save`.
+
+    Returns:
+        the model, of the class and config saved, with the saved weights.
     """
     path = Path(path)
     if not path.is_file():

@@ -271,6 +271,11 @@ def split_numbers(
     """The integers ``low <= n < high`` split into train / val / test (see
     ``train_val_test_split``), so the test numbers are never seen in training.
 
+    Args:
+        low, high: the range of numbers, ``low < high``.
+        fractions: (train, val, test), as in :func:`train_val_test_split`.
+        seed: the shuffle's seed.
+
     Returns:
         three disjoint lists of int, each sorted ascending (the split is random, the order
         inside a list is not), together covering ``range(low, high)``.

@@ -147,6 +147,7 @@ class Optimizer:
             p.zero_grad()
 
     def step(self) -> None:  # pragma: no cover - abstract
+        """Update every parameter in place from its ``.grad`` (each optimiser defines it)."""
         raise NotImplementedError
 
     # --- saving and resuming ------------------------------------------------------------------
@@ -163,7 +164,11 @@ class Optimizer:
         return state
 
     def load_state_dict(self, state: Mapping) -> None:
-        """Restore a :meth:`state_dict`. Strict: every mismatch is reported, nothing changes."""
+        """Restore a :meth:`state_dict`. Strict: every mismatch is reported, nothing changes.
+
+        Args:
+            state: a dict as :meth:`state_dict` made it (e.g. read back with ``np.load``).
+        """
         if not isinstance(state, Mapping):
             raise TypeError(
                 f"state must be a dict as made by state_dict(), got {type(state).__name__}"
@@ -347,6 +352,14 @@ class AdamW(Adam):
     The decay shrinks every weight by the same factor, whatever its gradient history, instead
     of being divided by ``sqrt(v_hat)`` like an L2 term would be. Defaults as PyTorch:
     ``lr=1e-3``, ``betas=(0.9, 0.999)``, ``eps=1e-8``, ``weight_decay=0.01``.
+
+    Args:
+        params: the parameters to update (``model.parameters()``, or a dict of name ->
+            parameter).
+        lr: the learning rate (a schedule may change ``optimizer.lr`` between steps).
+        betas: the decay rates of the first and second moment estimates.
+        eps: added to ``sqrt(v_hat)`` so a tiny second moment does not divide by zero.
+        weight_decay: the decoupled decay per unit of ``lr``.
     """
 
     decoupled_weight_decay = True
@@ -495,9 +508,15 @@ class WarmupCosineSchedule:
         return self.optimizer.lr
 
     def state_dict(self) -> dict[str, float | int]:
+        """What resuming needs: ``base_lr`` and ``step_count``."""
         return {"base_lr": self.base_lr, "step_count": self.step_count}
 
     def load_state_dict(self, state: Mapping) -> None:
+        """Restore a :meth:`state_dict` and set the optimiser's ``lr`` to match.
+
+        Args:
+            state: a dict as :meth:`state_dict` made it.
+        """
         self.base_lr = float(state["base_lr"])
         self.step_count = int(state["step_count"])
         self.optimizer.lr = self._lr_at(self.step_count)

@@ -57,7 +57,15 @@ DEFAULT_TILE = 64
 
 # --- the tile schedule -----------------------------------------------------------------
 def spans(length: int, size: int) -> list[tuple[int, int]]:
-    """``[(0, size), (size, 2 size), ..., (.., length)]``: the last span may be shorter."""
+    """Cut ``0 .. length - 1`` into spans of ``size``.
+
+    Args:
+        length: how many positions.
+        size: positions per span.
+
+    Returns:
+        ``[(0, size), (size, 2 size), ..., (.., length)]``: the last span may be shorter.
+    """
     return [(start, min(start + size, length)) for start in range(0, length, size)]
 
 
@@ -69,6 +77,15 @@ def key_tiles(
     Without a causal mask that is every key tile. With one, query ``i`` sits at position
     ``T_k - T_q + i`` and sees keys up to it, so the tiles that start after the *last*
     query's position are skipped: they would hold only blocked scores.
+
+    Args:
+        q_start, q_stop: the query tile's positions among the ``T_q`` queries.
+        T_q, T_k: the numbers of queries and keys.
+        tile_k: keys per tile.
+        causal: apply the causal mask (queries are the last ``T_q`` positions).
+
+    Returns:
+        list of ``(k_start, k_stop)`` key spans.
     """
     if not causal:
         return spans(T_k, tile_k)
@@ -79,8 +96,17 @@ def key_tiles(
 def tile_grid(
     T_q: int, T_k: int, tile_q: int, tile_k: int, causal: bool = False
 ) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Every ``((q_start, q_stop), (k_start, k_stop))`` tile the forward and backward visit,
-    in their order (query tiles outer, key tiles inner)."""
+    """Every tile the forward and backward visit, in their order (query tiles outer, key
+    tiles inner).
+
+    Args:
+        T_q, T_k: the numbers of queries and keys.
+        tile_q, tile_k: queries and keys per tile.
+        causal: skip the tiles a causal mask blocks entirely.
+
+    Returns:
+        list of ``((q_start, q_stop), (k_start, k_stop))``.
+    """
     tile_q, tile_k = check_positive_int(tile_q, "tile_q"), check_positive_int(tile_k, "tile_k")
     return [
         (query_span, key_span)
@@ -153,6 +179,13 @@ def online_softmax(x: np.ndarray, tile: int) -> np.ndarray:
     the second writes the probabilities. Attention needs no second pass: it multiplies the
     weights into V as they are made (:func:`tiled_attention`). A row of only ``-inf`` gives
     zeros, as :func:`tfscratch.functional.softmax`.
+
+    Args:
+        x: float ``(..., n)`` scores.
+        tile: columns read at a time.
+
+    Returns:
+        probabilities ``(..., n)``, equal to ``softmax(x)``.
     """
     tile = check_positive_int(tile, "tile")
     if not isinstance(x, np.ndarray) or x.dtype.kind != "f":

@@ -87,6 +87,13 @@ class LanguageModelTask(_CrossEntropyTask):
     ``batch = (tokens, targets)``, both ``(B, T)`` integer arrays; ``targets[b, t]`` is the
     token that follows ``tokens[b, :t+1]``, or ``ignore_index`` (default -100) where there is
     none (padding). The loss is the mean over the scored targets, in nats per token.
+
+    Called as ``task(model, batch, backward=True) -> (loss, n_targets)``: the forward, the
+    mean loss over the batch's scored targets, and (when ``backward``) the model's backward.
+
+    Args:
+        ignore_index: the target value not scored (default ``IGNORE_INDEX``, -100).
+        label_smoothing: as in :class:`~tfscratch.nn.CrossEntropyLoss`.
     """
 
     def __call__(self, model: Module, batch, backward: bool = True) -> tuple[float, int]:
@@ -101,6 +108,13 @@ class Seq2SeqTask(_CrossEntropyTask):
     ``tgt_in (B, T)`` (``<bos>`` + target), ``tgt_out (B, T)`` (target + ``<eos>``, padding
     as ``ignore_index``), and the boolean padding masks ``(B, S)`` / ``(B, T)`` (True = pad),
     either of which may be None. :func:`tfscratch.batching.seq2seq_batch` builds one.
+
+    Called as ``task(model, batch, backward=True) -> (loss, n_targets)``: the forward, the
+    mean loss over the batch's scored targets, and (when ``backward``) the model's backward.
+
+    Args:
+        ignore_index: the target value not scored (default ``IGNORE_INDEX``, -100).
+        label_smoothing: as in :class:`~tfscratch.nn.CrossEntropyLoss`.
     """
 
     def __call__(self, model: Module, batch, backward: bool = True) -> tuple[float, int]:
@@ -115,6 +129,12 @@ class ClassificationTask(_CrossEntropyTask):
     """Sequence classification for :class:`~tfscratch.EncoderClassifier`.
 
     ``batch = (tokens (B, T), labels (B,))`` or ``(tokens, labels, pad_mask (B, T))``.
+
+    Called as ``task(model, batch, backward=True) -> (loss, n_targets)``: the forward, the
+    mean loss over the batch's scored targets, and (when ``backward``) the model's backward.
+
+    Args:
+        label_smoothing: as in :class:`~tfscratch.nn.CrossEntropyLoss`.
     """
 
     def __init__(self, label_smoothing: float = 0.0):

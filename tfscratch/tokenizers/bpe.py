@@ -275,7 +275,14 @@ class BPETokenizer(Tokenizer):
         return pieces
 
     def join(self, tokens: Sequence[str]) -> str:
-        """The tokens glued together (no separator): the inverse of ``split``."""
+        """The tokens glued together (no separator): the inverse of ``split``.
+
+        Args:
+            tokens: token strings.
+
+        Returns:
+            the text.
+        """
         return "".join(tokens)
 
     def _check_token(self, token: str, index: int) -> None:

@@ -32,11 +32,25 @@ class CharTokenizer(Tokenizer):
     _symbol_word = "symbol"
 
     def split(self, text: str) -> list[str]:
-        """The characters of ``text``, in order: ``"emma" -> ["e", "m", "m", "a"]``."""
+        """The characters of ``text``, in order: ``"emma" -> ["e", "m", "m", "a"]``.
+
+        Args:
+            text: a str.
+
+        Returns:
+            list of one-character strings.
+        """
         return list(check_text(text))
 
     def join(self, tokens: Sequence[str]) -> str:
-        """The characters glued together: ``["e", "m", "m", "a"] -> "emma"``."""
+        """The characters glued together: ``["e", "m", "m", "a"] -> "emma"``.
+
+        Args:
+            tokens: token strings.
+
+        Returns:
+            the text.
+        """
         return "".join(tokens)
 
     def _check_token(self, token: str, index: int) -> None:

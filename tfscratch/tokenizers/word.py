@@ -37,11 +37,25 @@ class WordTokenizer(Tokenizer):
 
     def split(self, text: str) -> list[str]:
         """The words and punctuation marks of ``text``: ``"forty-two!" -> ["forty", "-",
-        "two", "!"]`` (spaces only separate)."""
+        "two", "!"]`` (spaces only separate).
+
+        Args:
+            text: a str.
+
+        Returns:
+            list of token strings.
+        """
         return self._TOKEN_PATTERN.findall(check_text(text))
 
     def join(self, tokens: Sequence[str]) -> str:
-        """The tokens with one space between them: ``["forty", "-", "two"] -> "forty - two"``."""
+        """The tokens with one space between them: ``["forty", "-", "two"] -> "forty - two"``.
+
+        Args:
+            tokens: token strings.
+
+        Returns:
+            the text in normal form.
+        """
         return " ".join(tokens)
 
     def _describe_position(self, text: str, token_index: int) -> str:
