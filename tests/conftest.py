@@ -1,4 +1,6 @@
-"""Shared fixtures: float64 everywhere a gradient is checked."""
+"""Shared fixtures: float64 everywhere a gradient is checked; ``expect`` for error messages."""
+
+import re
 
 import numpy as np
 import pytest
@@ -22,3 +24,10 @@ def randomize(module, seed=0, std=0.5):
     for parameter in module.parameters():
         parameter.data[...] = rng.normal(0.0, std, parameter.shape)
     return module
+
+
+def expect(*facts):
+    """A ``pytest.raises(match=...)`` pattern that requires every fact, literally and in any
+    order: the argument, the value given, what was expected. The wording around them is
+    free, so a clearer sentence never breaks a test; a message that drops a fact does."""
+    return "(?s)^" + "".join(f"(?=.*{re.escape(str(fact))})" for fact in facts)

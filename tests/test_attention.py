@@ -4,7 +4,7 @@ import pytest
 from tfscratch import functional as F
 from tfscratch import gradcheck, nn
 
-from .conftest import GRAD_TOL
+from .conftest import GRAD_TOL, expect
 
 F64 = np.float64
 
@@ -121,21 +121,24 @@ def test_kv_cache_refuses_to_grow_past_max_len(rng):
     mha = make_mha()
     cache = nn.KVCache(max_len=4)
     mha(rng.standard_normal((1, 3, 8)), kv_cache=cache, is_causal=True)
-    with pytest.raises(ValueError, match="after 3 cached positions exceeds max_len=4"):
+    with pytest.raises(ValueError, match=expect("3 cached positions", "max_len=4")):
         mha(rng.standard_normal((1, 2, 8)), kv_cache=cache, is_causal=True)
 
 
 def test_d_model_must_divide_into_heads():
-    with pytest.raises(ValueError, match="d_model=30 is not divisible by n_heads=4"):
+    with pytest.raises(ValueError, match=expect("d_model=30", "n_heads=4", "divisible")):
         nn.MultiHeadAttention(30, 4)
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"mask": np.zeros((5, 5), dtype=bool)}, "does not broadcast"),
-        ({"mask": np.zeros((4, 4), dtype=np.int64)}, "mask must be a boolean array"),
-        ({"key_padding_mask": np.zeros((2, 5), dtype=bool)}, "key_padding_mask must have shape"),
+        ({"mask": np.zeros((5, 5), dtype=bool)}, expect("mask", "(5, 5)", "(B, H, T_q, T_k)")),
+        ({"mask": np.zeros((4, 4), dtype=np.int64)}, expect("mask", "boolean", "int64")),
+        (
+            {"key_padding_mask": np.zeros((2, 5), dtype=bool)},
+            expect("key_padding_mask", "(1, 4)", "(2, 5)"),
+        ),
     ],
 )
 def test_bad_masks_are_rejected_with_their_name(rng, kwargs, message):
@@ -144,7 +147,7 @@ def test_bad_masks_are_rejected_with_their_name(rng, kwargs, message):
 
 
 def test_wrong_width_activation_is_rejected(rng):
-    with pytest.raises(ValueError, match="x has last dimension 6"):
+    with pytest.raises(ValueError, match=expect("x", "6", "8")):
         make_mha()(rng.standard_normal((1, 4, 6)))
 
 

@@ -6,20 +6,15 @@ module-level checks already in test_layers.py, test_attention.py and test_functi
 not repeated here.
 """
 
-import re
-
 import numpy as np
 import pytest
 
 from tfscratch import DecoderLM, EncoderClassifier, Seq2SeqTransformer, nn
 from tfscratch import functional as F
 
+from .conftest import expect
+
 F32 = np.float32
-
-
-def expect(*parts):
-    """A regex requiring every part literally, in any order (argument, value, expectation)."""
-    return "(?s)^" + "".join(f"(?=.*{re.escape(part)})" for part in parts)
 
 
 def lm():

@@ -17,6 +17,8 @@ from tfscratch.batching import (
 from tfscratch.functional import IGNORE_INDEX
 from tfscratch.tokenizers import CharTokenizer
 
+from .conftest import expect
+
 # -- language-model examples and padding -----------------------------------------------------
 
 
@@ -30,7 +32,7 @@ def test_lm_examples_targets_are_inputs_shifted_by_one():
 
 def test_lm_examples_too_long_text_names_text_and_block_size():
     tok = CharTokenizer(vocab="abcdefghijklmnopqrstuvwxyz")
-    pattern = r"block_size=8 is too short for 'christopher' \(11 characters \+ <bos>\)"
+    pattern = expect("block_size=8", "'christopher'", "block_size >= 12")
     with pytest.raises(ValueError, match=pattern):
         lm_examples(["emma", "christopher"], tok, block_size=8)
 
@@ -71,7 +73,7 @@ def test_lm_windows_without_partial_scoring_ignores_names_cut_by_the_row_start()
 
 def test_lm_windows_block_longer_than_the_data_names_both():
     tok = CharTokenizer(vocab="aem")
-    with pytest.raises(ValueError, match=r"block_size=12 is longer than the 11 tokens"):
+    with pytest.raises(ValueError, match=expect("block_size=12", "11 tokens")):
         lm_windows(["emma", "am", "me"], tok, block_size=12)
 
 
@@ -87,7 +89,7 @@ def test_pad_sequences_pads_at_the_end_and_marks_padding_true():
 
 
 def test_pad_sequences_refuses_to_truncate():
-    with pytest.raises(ValueError, match=r"length=2 is shorter than seqs\[0\] \(3 ids\)"):
+    with pytest.raises(ValueError, match=expect("length=2", "seqs[0]", "3 ids")):
         pad_sequences([[5, 6, 7], [8]], pad_id=0, length=2)
 
 
@@ -127,7 +129,7 @@ def test_batches_always_yield_tuples():
 
 
 def test_batches_reject_arrays_with_different_row_counts():
-    with pytest.raises(ValueError, match=r"same number of rows.*\(5,\), \(4,\)"):
+    with pytest.raises(ValueError, match=expect("same number of rows", "(5,)", "(4,)")):
         batches((np.zeros(5), np.zeros(4)), batch_size=2)
 
 
@@ -193,18 +195,18 @@ def test_seq2seq_batch_feeds_a_translation_model_and_its_loss():
 @pytest.mark.parametrize(
     "src_ids, tgt_ids, error, message",
     [
-        ([[4, 5]], [[6], [7]], ValueError, r"src_ids has 1 sequences but tgt_ids has 2"),
-        ([], [], ValueError, r"at least one pair"),
-        ([[4], []], [[5], [6]], ValueError, r"src_ids\[1\] is empty"),
+        ([[4, 5]], [[6], [7]], ValueError, expect("src_ids", "1", "tgt_ids", "2")),
+        ([], [], ValueError, expect("src_ids", "tgt_ids", "empty")),
+        ([[4], []], [[5], [6]], ValueError, expect("src_ids[1]", "empty")),
         (
             [[4, -1]],
             [[5]],
             ValueError,
-            r"src_ids\[0\] contains token id -1 at \[1\]; expected ids >= 0",
+            expect("src_ids[0]", "-1", ">= 0"),
         ),
-        ([[4]], [[5.5]], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
-        ([[4]], ["hola"], TypeError, r"tgt_ids\[0\] must be a 1-D sequence of int"),
-        ("hello", [[5]], TypeError, r"src_ids must be a list of token id lists, got str"),
+        ([[4]], [[5.5]], TypeError, expect("tgt_ids[0]", "5.5", "int")),
+        ([[4]], ["hola"], TypeError, expect("tgt_ids[0]", "'hola'", "int")),
+        ("hello", [[5]], TypeError, expect("src_ids", "str", "list")),
     ],
 )
 def test_seq2seq_batch_rejects_bad_input_naming_the_argument(src_ids, tgt_ids, error, message):
@@ -213,7 +215,7 @@ def test_seq2seq_batch_rejects_bad_input_naming_the_argument(src_ids, tgt_ids, e
 
 
 def test_seq2seq_batch_rejects_a_negative_special_id():
-    with pytest.raises(ValueError, match=r"bos_id=-1 must be a non-negative int \(at least 0\)"):
+    with pytest.raises(ValueError, match=expect("bos_id=-1", "at least 0")):
         batching.seq2seq_batch([[4]], [[5]], PAD, -1, EOS)
 
 
@@ -243,9 +245,9 @@ def test_seq2seq_batches_one_epoch_in_order_for_validation():
 
 
 def test_seq2seq_batches_check_every_pair_before_the_first_batch():
-    with pytest.raises(ValueError, match=r"src_ids\[2\] is empty"):
+    with pytest.raises(ValueError, match=expect("src_ids[2]", "empty")):
         batching.seq2seq_batches([[4], [5], []], [[6], [7], [8]], 2, PAD, BOS, EOS)
-    with pytest.raises(ValueError, match=r"batch_size=0 must be a positive int \(at least 1\)"):
+    with pytest.raises(ValueError, match=expect("batch_size=0", "at least 1")):
         batching.seq2seq_batches([[4]], [[6]], 0, PAD, BOS, EOS)
 
 

@@ -12,6 +12,8 @@ from tfscratch.batching import lm_examples
 from tfscratch.data import load_names, number_pairs
 from tfscratch.tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 
+from .conftest import expect
+
 
 @pytest.fixture(scope="module")
 def names():
@@ -198,7 +200,7 @@ def test_a_merge_never_spells_a_special_token():
 
 
 def test_a_hand_made_merge_may_not_spell_a_special_token():
-    with pytest.raises(ValueError, match=r"makes '<pad>', which is already a token"):
+    with pytest.raises(ValueError, match=expect("'<pad>'", "already a token")):
         BPETokenizer("<>adp", [("<", "p"), ("a", "d"), ("<p", "ad"), ("<pad", ">")])
 
 
@@ -210,7 +212,7 @@ def test_unknown_character_maps_to_unk():
 
 def test_unknown_character_error_names_it_and_its_character_position():
     tok = BPETokenizer("josa", [("j", "o")])
-    with pytest.raises(ValueError, match=r"unknown symbol 'é' at position 2 \(character 3\)"):
+    with pytest.raises(ValueError, match=expect("'é'", "position 2", "character 3")):
         tok.encode("josé", unknown="error")
 
 
@@ -281,7 +283,7 @@ def test_load_rejects_a_vocab_that_disagrees_with_the_merges(tmp_path):
 def test_load_refuses_the_other_kind_of_tokenizer(tmp_path):
     path = tmp_path / "bpe.json"
     BPETokenizer.fit(["banana"], vocab_size=10).save(path)
-    with pytest.raises(ValueError, match=r"holds a BPETokenizer, not a CharTokenizer"):
+    with pytest.raises(ValueError, match=expect("BPETokenizer", "CharTokenizer")):
         CharTokenizer.load(path)
 
 
@@ -290,47 +292,45 @@ def test_load_refuses_the_other_kind_of_tokenizer(tmp_path):
 
 def test_fit_rejects_a_vocab_size_below_specials_plus_characters():
     with pytest.raises(
-        ValueError, match=r"vocab_size=6 is smaller than the 4 specials \+ 4 characters.*>= 8"
+        ValueError, match=expect("vocab_size=6", "4 specials", "4 characters", ">= 8")
     ):
         BPETokenizer.fit(["banana", "bandana"], vocab_size=6)
 
 
 @pytest.mark.parametrize("vocab_size", [100.0, "100", True])
 def test_fit_rejects_a_vocab_size_that_is_not_an_int(vocab_size):
-    with pytest.raises(TypeError, match=r"vocab_size=.* must be a positive int"):
+    with pytest.raises(TypeError, match=expect("vocab_size", "int")):
         BPETokenizer.fit(["banana"], vocab_size=vocab_size)
 
 
 def test_fit_rejects_a_single_string_instead_of_a_list():
-    with pytest.raises(TypeError, match=r"texts must be a list of strings.*wrap it in a list"):
+    with pytest.raises(TypeError, match=expect("texts", "list of strings", "str")):
         BPETokenizer.fit("banana", vocab_size=20)
 
 
 def test_fit_rejects_a_text_that_is_not_a_string():
-    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, got int"):
+    with pytest.raises(TypeError, match=expect("texts[1]", "str", "int")):
         BPETokenizer.fit(["banana", 42], vocab_size=20)
 
 
 def test_encode_rejects_non_string_text(names_bpe):
-    with pytest.raises(TypeError, match=r"text must be a str, got list"):
+    with pytest.raises(TypeError, match=expect("text", "str", "list")):
         names_bpe.encode(["em", "ma"])
 
 
 def test_decode_rejects_out_of_range_id(names_bpe):
-    with pytest.raises(
-        ValueError, match=r"ids contains token id 300 at \[1\]; expected ids in \[0, 300\)"
-    ):
+    with pytest.raises(ValueError, match=expect("ids", "300", "[0, 300)")):
         names_bpe.decode([5, 300])
 
 
 def test_merge_must_join_tokens_that_already_exist():
-    with pytest.raises(ValueError, match=r"merges\[1\] left='ab' is not a token yet"):
+    with pytest.raises(ValueError, match=expect("merges[1]", "left='ab'", "not a token yet")):
         BPETokenizer("abc", [("b", "c"), ("ab", "c")])
 
 
 def test_merge_must_make_a_new_token():
     with pytest.raises(
-        ValueError, match=r"merges\[3\]=\('a', 'bc'\) makes 'abc', which is already"
+        ValueError, match=expect("merges[3]=('a', 'bc')", "'abc'", "already a token")
     ):
         BPETokenizer("abc", [("a", "b"), ("b", "c"), ("ab", "c"), ("a", "bc")])
 
@@ -340,15 +340,15 @@ def test_merge_must_be_a_pair_of_strings():
         BPETokenizer("abc", [("a", "b", "c")])
     with pytest.raises(TypeError, match=r"merges\[0\] must be a \(left, right\) pair of str"):
         BPETokenizer("abc", [("a", 1)])
-    with pytest.raises(TypeError, match=r"merges must be a list of \(left, right\) pairs"):
+    with pytest.raises(TypeError, match=expect("merges", "(left, right) pairs")):
         BPETokenizer("abc", "ab")
 
 
 def test_alphabet_entries_must_be_single_characters():
-    with pytest.raises(ValueError, match=r"alphabet\[1\]='bc' is not a single character"):
+    with pytest.raises(ValueError, match=expect("alphabet[1]='bc'", "single character")):
         BPETokenizer(["a", "bc"])
 
 
 def test_alphabet_may_not_repeat_a_character():
-    with pytest.raises(ValueError, match=r"vocab\[2\]='a' appears twice"):
+    with pytest.raises(ValueError, match=expect("vocab[2]='a'", "twice")):
         BPETokenizer(["a", "b", "a"])

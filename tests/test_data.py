@@ -18,6 +18,8 @@ from tfscratch.data import (
     train_val_test_split,
 )
 
+from .conftest import expect
+
 # -- real names (the first test does the one real load of the table) ----------------------
 
 
@@ -83,14 +85,12 @@ def test_load_names_of_several_years_is_their_union():
 
 
 def test_load_names_bad_year_lists_the_available_range():
-    with pytest.raises(
-        ValueError, match=r"year=2030 is not in the data; available years are 1880-2017"
-    ):
+    with pytest.raises(ValueError, match=expect("year=2030", "1880-2017")):
         load_names(2030)
 
 
 def test_load_names_rejects_a_year_that_is_not_an_int():
-    with pytest.raises(TypeError, match=r"year must be an int.*str"):
+    with pytest.raises(TypeError, match=expect("year", "'2017'", "int")):
         load_names("2017")
 
 
@@ -122,7 +122,7 @@ def test_split_sizes_follow_the_fractions():
 
 
 def test_split_rejects_fractions_that_do_not_sum_to_one():
-    with pytest.raises(ValueError, match=r"fractions=\(0.8, 0.3, 0.1\) must be .* sum to 1"):
+    with pytest.raises(ValueError, match=expect("fractions=(0.8, 0.3, 0.1)", "sum to 1")):
         train_val_test_split(range(10), fractions=(0.8, 0.3, 0.1))
 
 
@@ -137,7 +137,7 @@ def test_number_pairs_writes_numbers_in_english_and_spanish():
 
 
 def test_number_pairs_rejects_an_unknown_language():
-    with pytest.raises(ValueError, match=r"tgt='klingon' is not a num2words language"):
+    with pytest.raises(ValueError, match=expect("tgt='klingon'", "num2words")):
         number_pairs([1], tgt="klingon")
 
 
@@ -194,9 +194,9 @@ def test_majority_dataset_is_deterministic_for_a_seed():
 
 
 def test_majority_dataset_validates_its_arguments():
-    with pytest.raises(ValueError, match=r"vocab=1 must be at least 2"):
+    with pytest.raises(ValueError, match=expect("vocab=1", "at least 2")):
         majority_dataset(10, vocab=1)
-    with pytest.raises(TypeError, match=r"seq_len=8.0 must be a positive int, got float"):
+    with pytest.raises(TypeError, match=expect("seq_len=8.0", "int")):
         majority_dataset(10, seq_len=8.0)
 
 

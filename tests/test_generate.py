@@ -1,7 +1,6 @@
 """Decoding: greedy and sampled generation with and without the KV cache, and translation."""
 
 import itertools
-import re
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from tfscratch import DecoderLM, Seq2SeqTransformer
 from tfscratch import functional as F
 from tfscratch.generation import filter_logits, sample_next
 
-from .conftest import randomize
+from .conftest import expect, randomize
 
 PROMPT = [1, 2, 3]
 
@@ -32,11 +31,6 @@ def argmax_loop(model, prompt, n_tokens):
     for _ in range(n_tokens):
         tokens.append(int(np.argmax(model(np.asarray([tokens]))[0, -1])))
     return tokens[len(prompt) :]
-
-
-def expect(*parts):
-    """A regex requiring every part literally, in any order (argument, value, expectation)."""
-    return "(?s)^" + "".join(f"(?=.*{re.escape(part)})" for part in parts)
 
 
 # --- greedy decoding and the KV cache ---------------------------------------------------

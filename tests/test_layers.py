@@ -3,7 +3,7 @@ import pytest
 
 from tfscratch import gradcheck, nn
 
-from .conftest import GRAD_TOL
+from .conftest import GRAD_TOL, expect
 
 F64 = np.float64
 
@@ -126,7 +126,7 @@ def test_sinusoidal_table_follows_the_paper():
 
 def test_positional_encoding_rejects_sequence_past_max_len():
     pe = nn.SinusoidalPositionalEncoding(8, 4)
-    with pytest.raises(ValueError, match="exceeds max_len=8"):
+    with pytest.raises(ValueError, match=expect("5", "offset=4", "max_len=8")):
         pe(np.zeros((1, 5, 4), dtype=np.float32), offset=4)
 
 
@@ -145,17 +145,16 @@ def test_load_state_dict_reports_missing_unexpected_and_misshaped():
     with pytest.raises(ValueError) as error:
         ffn.load_state_dict(state)
     message = str(error.value)
-    assert "missing entries: ['fc1.bias']" in message
-    assert "unexpected entries: ['fc3.weight']" in message
-    assert "fc2.weight: checkpoint (3, 3) vs model (8, 4)" in message
+    facts = ["missing", "fc1.bias", "unexpected", "fc3.weight", "fc2.weight", "(3, 3)", "(8, 4)"]
+    assert all(fact in message for fact in facts), message
 
 
 @pytest.mark.parametrize(
     "bad, error, message",
     [
-        (np.zeros((2, 4), dtype=np.int64), TypeError, "x must be a float"),
-        (np.zeros((2, 3), dtype=np.float32), ValueError, "last dimension 3 .* expected 4"),
-        ([1.0, 2.0, 3.0, 4.0], TypeError, "got list"),
+        (np.zeros((2, 4), dtype=np.int64), TypeError, expect("x", "float", "int64")),
+        (np.zeros((2, 3), dtype=np.float32), ValueError, expect("x", "3", "4")),
+        ([1.0, 2.0, 3.0, 4.0], TypeError, expect("x", "list")),
     ],
 )
 def test_linear_rejects_bad_activations(bad, error, message):
@@ -166,9 +165,9 @@ def test_linear_rejects_bad_activations(bad, error, message):
 @pytest.mark.parametrize(
     "ids, error, message",
     [
-        (np.array([[0, 7]]), ValueError, "token id 7 at \\[0, 1\\]; expected ids in \\[0, 6\\)"),
-        (np.array([[-1, 2]]), ValueError, "token id -1"),
-        (np.array([[0.0, 2.0]]), TypeError, "integer token ids"),
+        (np.array([[0, 7]]), ValueError, expect("ids", "7", "[0, 1]", "[0, 6)")),
+        (np.array([[-1, 2]]), ValueError, expect("ids", "-1")),
+        (np.array([[0.0, 2.0]]), TypeError, expect("ids", "integer", "float64")),
     ],
 )
 def test_embedding_rejects_bad_ids(ids, error, message):

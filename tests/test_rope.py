@@ -16,7 +16,7 @@ from tfscratch.positional import (
     sinusoidal_table,
 )
 
-from .conftest import GRAD_TOL, randomize
+from .conftest import GRAD_TOL, expect, randomize
 
 F64 = np.float64
 
@@ -346,7 +346,7 @@ def test_a_rope_config_with_odd_heads_is_reported_by_load(tmp_path):
         DecoderLM(11, 12, 2, 1, max_len=8, pos="rope", seed=0), tmp_path / "a.npz"
     )
     path = _resave_with_config(saved, tmp_path / "odd.npz", n_heads=4)  # d_head 3
-    with pytest.raises(ValueError, match="does not build a DecoderLM.*d_head must be even"):
+    with pytest.raises(ValueError, match=expect("DecoderLM", "d_head", "even")):
         tfscratch.load(path)
 
 
@@ -354,18 +354,18 @@ def test_a_rope_config_with_odd_heads_is_reported_by_load(tmp_path):
 @pytest.mark.parametrize("cls", [DecoderLM, EncoderClassifier])
 def test_rope_needs_an_even_head_width(cls):
     args = (11, 12, 4, 1) if cls is DecoderLM else (11, 3, 12, 4, 1)
-    with pytest.raises(ValueError, match=re.escape("d_model=12 / n_heads=4 gives d_head=3")):
+    with pytest.raises(ValueError, match=expect("d_model=12", "n_heads=4", "d_head=3")):
         cls(*args, pos="rope")
     cls(*args, pos="learned")  # odd heads are fine when nothing is rotated
 
 
 def test_seq2seq_rope_needs_an_even_head_width():
-    with pytest.raises(ValueError, match="pos='rope'.*d_head must be even"):
+    with pytest.raises(ValueError, match=expect("pos='rope'", "d_head", "even")):
         Seq2SeqTransformer(9, 7, 10, 2, 1, 1, pos="rope")
 
 
 def test_an_unknown_pos_lists_rope_among_the_choices():
-    with pytest.raises(ValueError, match=re.escape("pos='rotary' is not one of")) as error:
+    with pytest.raises(ValueError, match=expect("pos='rotary'", "'rope'")) as error:
         DecoderLM(11, 8, 2, 1, pos="rotary")
     assert "'rope'" in str(error.value)
 
@@ -373,10 +373,10 @@ def test_an_unknown_pos_lists_rope_among_the_choices():
 @pytest.mark.parametrize(
     "kwargs, error, pattern",
     [
-        ({"d_head": 5}, ValueError, "d_head=5 is odd"),
+        ({"d_head": 5}, ValueError, "d_head=5"),
         ({"d_head": 0}, ValueError, "d_head=0"),
         ({"max_len": 2.5}, TypeError, "max_len=2.5"),
-        ({"base": 1.0}, ValueError, "base=1.0 is out of range"),
+        ({"base": 1.0}, ValueError, "base=1.0"),
         ({"base": "big"}, TypeError, "base='big'"),
     ],
 )
@@ -390,9 +390,7 @@ def test_rotary_forward_rejects_positions_past_max_len_and_wrong_widths(rng):
     rope = RotaryPositionalEmbedding(8, 4)
     x = rng.standard_normal((1, 3, 4)).astype(np.float32)
     rope(x, offset=5)
-    with pytest.raises(
-        ValueError, match="sequence length 3 after 6 cached positions exceeds max_len=8"
-    ):
+    with pytest.raises(ValueError, match=expect("3", "6 cached positions", "max_len=8")):
         rope(x, offset=6)
     with pytest.raises(ValueError, match=re.escape("expected 4")):
         rope(rng.standard_normal((1, 3, 6)))
@@ -401,7 +399,7 @@ def test_rotary_forward_rejects_positions_past_max_len_and_wrong_widths(rng):
 
 
 def test_attention_rejects_a_rotary_of_the_wrong_width():
-    with pytest.raises(ValueError, match="rotary has d_head=4.*heads of 2 features"):
+    with pytest.raises(ValueError, match=expect("rotary", "d_head=4", "2")):
         MultiHeadAttention(8, 4, rotary=RotaryPositionalEmbedding(8, 4))
-    with pytest.raises(TypeError, match="rotary must be a RotaryPositionalEmbedding"):
+    with pytest.raises(TypeError, match=expect("rotary", "RotaryPositionalEmbedding")):
         MultiHeadAttention(8, 2, rotary="rope")

@@ -13,6 +13,8 @@ import pytest
 from tfscratch.data import load_names, number_pairs, toy_translation_pairs
 from tfscratch.tokenizers import BPETokenizer, CharTokenizer, Tokenizer, WordTokenizer
 
+from .conftest import expect
+
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -74,27 +76,27 @@ def test_unknown_symbol_maps_to_unk(char_tok):
 
 
 def test_unknown_symbol_error_names_symbol_and_position(char_tok):
-    with pytest.raises(ValueError, match=r"unknown symbol 'é' at position 3 of 'josé'"):
+    with pytest.raises(ValueError, match=expect("'é'", "position 3", "'josé'")):
         char_tok.encode("josé", unknown="error")
 
 
 def test_unknown_word_error_names_word_and_position(word_tok):
-    with pytest.raises(ValueError, match=r"unknown word 'ronaldo' at position 1 \(character 6\)"):
+    with pytest.raises(ValueError, match=expect("'ronaldo'", "position 1", "character 6")):
         word_tok.encode("hello ronaldo", unknown="error")
 
 
 def test_unknown_option_must_be_unk_or_error(char_tok):
-    with pytest.raises(ValueError, match=r"unknown='ignore'.*'unk' or 'error'"):
+    with pytest.raises(ValueError, match=expect("unknown='ignore'", "'unk'", "'error'")):
         char_tok.encode("ab", unknown="ignore")
 
 
 def test_encode_rejects_non_string_text(char_tok):
-    with pytest.raises(TypeError, match=r"text must be a str, got list"):
+    with pytest.raises(TypeError, match=expect("text", "str", "list")):
         char_tok.encode(["a", "b"])
 
 
 def test_fit_rejects_a_single_string_instead_of_a_list():
-    with pytest.raises(TypeError, match=r"texts must be a list of strings.*wrap it in a list"):
+    with pytest.raises(TypeError, match=expect("texts", "list of strings", "str")):
         CharTokenizer.fit("emma")
 
 
@@ -108,14 +110,12 @@ def test_decode_keeps_specials_when_asked(char_tok):
 
 
 def test_decode_rejects_out_of_range_id(char_tok):
-    with pytest.raises(
-        ValueError, match=r"ids contains token id 99 at \[1\]; expected ids in \[0, 30\)"
-    ):
+    with pytest.raises(ValueError, match=expect("ids", "99", "[1]", "[0, 30)")):
         char_tok.decode([4, 99])
 
 
 def test_decode_rejects_non_integer_ids(char_tok):
-    with pytest.raises(TypeError, match=r"ids must hold integer token ids, got dtype float64"):
+    with pytest.raises(TypeError, match=expect("ids", "float64", "integer")):
         char_tok.decode([4.0, 5.0])
 
 
@@ -124,7 +124,7 @@ def test_decode_accepts_numpy_integer_arrays(char_tok):
 
 
 def test_decode_rejects_a_batch(char_tok):
-    with pytest.raises(ValueError, match=r"1-D.*shape \(2, 2\)"):
+    with pytest.raises(ValueError, match=expect("ids", "1-D", "(2, 2)")):
         char_tok.decode(np.array([[4, 5], [6, 7]]))
 
 
@@ -161,27 +161,27 @@ def test_id_to_token_and_token_to_id_are_inverse(word_tok):
 
 
 def test_token_to_id_rejects_unknown_token(word_tok):
-    with pytest.raises(ValueError, match=r"token='ronaldo' is not in the vocabulary"):
+    with pytest.raises(ValueError, match=expect("token='ronaldo'", "vocabulary")):
         word_tok.token_to_id("ronaldo")
 
 
 def test_vocab_may_not_contain_specials():
-    with pytest.raises(ValueError, match=r"vocab\[1\]='<eos>' is a special token"):
+    with pytest.raises(ValueError, match=expect("vocab[1]='<eos>'", "special")):
         WordTokenizer(vocab=["hola", "<eos>"])
 
 
 def test_vocab_may_not_repeat_a_token():
-    with pytest.raises(ValueError, match=r"vocab\[2\]='a' appears twice"):
+    with pytest.raises(ValueError, match=expect("vocab[2]='a'", "twice")):
         CharTokenizer(vocab=["a", "b", "a"])
 
 
 def test_char_vocab_entries_must_be_single_characters():
-    with pytest.raises(ValueError, match=r"vocab\[1\]='bc' is not a single character"):
+    with pytest.raises(ValueError, match=expect("vocab[1]='bc'", "single character")):
         CharTokenizer(vocab=["a", "bc"])
 
 
 def test_word_vocab_entries_must_be_single_words():
-    with pytest.raises(ValueError, match=r"vocab\[0\]='hola messi' is not one word"):
+    with pytest.raises(ValueError, match=expect("vocab[0]='hola messi'", "one word")):
         WordTokenizer(vocab=["hola messi"])
 
 
@@ -237,7 +237,7 @@ def test_vocab_size_keeps_the_most_frequent_tokens():
 
 
 def test_vocab_size_below_the_specials_is_refused():
-    with pytest.raises(ValueError, match="vocab_size=3"):
+    with pytest.raises(ValueError, match=expect("vocab_size=3", "at least 4")):
         CharTokenizer.fit(["ab"], vocab_size=3)
 
 
@@ -280,5 +280,5 @@ def test_load_rejects_a_file_that_is_not_json(tmp_path):
 def test_load_refuses_the_other_kind_of_tokenizer(tmp_path):
     path = tmp_path / "words.json"
     WordTokenizer.fit(["hola messi"]).save(path)
-    with pytest.raises(ValueError, match=r"holds a WordTokenizer, not a CharTokenizer"):
+    with pytest.raises(ValueError, match=expect("WordTokenizer", "CharTokenizer")):
         CharTokenizer.load(path)

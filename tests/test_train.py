@@ -14,6 +14,8 @@ from tfscratch.functional import IGNORE_INDEX, cross_entropy
 from tfscratch.optim import SGD, Adam, WarmupCosineSchedule, clip_grad_norm, warmup_cosine
 from tfscratch.train import HISTORY_COLUMNS, LanguageModelTask, evaluate, train
 
+from .conftest import expect
+
 VOCAB = 7
 SEQ_LEN = 6
 
@@ -115,7 +117,7 @@ def test_without_clipping_the_update_is_the_whole_gradient():
 def test_nan_weights_raise_floating_point_error_at_step_1():
     model = tiny_model()
     model.tok_emb.weight.data[0, 0] = np.nan
-    with pytest.raises(FloatingPointError, match=r"step 1\b.*lr="):
+    with pytest.raises(FloatingPointError, match=expect("step 1", "lr=")):
         train(model, Adam(model.parameters()), stream(), steps=5, progress=False)
 
 
@@ -135,7 +137,7 @@ class NanOnCall(LanguageModelTask):
 def test_divergence_error_names_the_step_where_the_loss_became_nan():
     model = tiny_model()
     model.eval()
-    with pytest.raises(FloatingPointError, match=r"at step 4: the loss became nan"):
+    with pytest.raises(FloatingPointError, match=expect("step 4", "loss", "nan")):
         train(
             model, Adam(model.parameters()), stream(), steps=10, task=NanOnCall(4), progress=False
         )
@@ -146,13 +148,13 @@ def test_running_out_of_batches_raises_value_error():
     tokens, targets = lm_data(n_rows=8)
     two_batches = [(tokens[:4], targets[:4]), (tokens[4:], targets[4:])]
     model = tiny_model()
-    with pytest.raises(ValueError, match=r"ran out after 2 of steps=5"):
+    with pytest.raises(ValueError, match=expect("batches", "2", "steps=5")):
         train(model, Adam(model.parameters()), two_batches, steps=5, progress=False)
 
 
 def test_one_shot_iterator_for_val_batches_raises_type_error():
     model = tiny_model()
-    with pytest.raises(TypeError, match="val_batches must be re-iterable"):
+    with pytest.raises(TypeError, match=expect("val_batches", "re-iterable")):
         train(
             model,
             Adam(model.parameters()),
@@ -188,7 +190,7 @@ def test_a_function_returning_a_fresh_iterator_is_accepted_as_val_batches():
 
 def test_checkpoint_path_without_validation_is_refused(tmp_path):
     model = tiny_model()
-    with pytest.raises(ValueError, match="needs val_batches"):
+    with pytest.raises(ValueError, match=expect("checkpoint_path", "val_batches")):
         train(
             model,
             Adam(model.parameters()),
@@ -246,7 +248,7 @@ def test_evaluate_weights_batches_by_their_number_of_scored_targets():
 
 def test_evaluate_of_no_scored_targets_raises_value_error():
     tokens, _ = lm_data(n_rows=2)
-    with pytest.raises(ValueError, match="no scored targets"):
+    with pytest.raises(ValueError, match=expect("batches", "no scored targets")):
         evaluate(tiny_model(), [(tokens, np.full_like(tokens, IGNORE_INDEX))])
 
 

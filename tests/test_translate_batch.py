@@ -6,7 +6,7 @@ import pytest
 import tfscratch
 from tfscratch.generation import translate_batch
 
-from .conftest import randomize
+from .conftest import expect, randomize
 
 BOS, EOS = 1, 2
 
@@ -59,12 +59,12 @@ def test_translate_batch_stops_at_the_model_length_and_restores_train_mode():
 @pytest.mark.parametrize(
     "arguments, error, message",
     [
-        ({"srcs": "abc"}, TypeError, r"srcs must be a list of source sequences"),
-        ({"srcs": [[1, 2], []]}, ValueError, r"srcs\[1\]=\[\] is empty"),
-        ({"srcs": [[1, 99]]}, ValueError, r"srcs\[0\] contains token id 99"),
-        ({"max_len": 0}, ValueError, r"max_len=0 must be a positive int"),
-        ({"eos": 9}, ValueError, r"eos=9 must be a token id in \[0, 9\)"),
-        ({"batch_size": 0}, ValueError, r"batch_size=0 must be a positive int"),
+        ({"srcs": "abc"}, TypeError, expect("srcs", "str", "list")),
+        ({"srcs": [[1, 2], []]}, ValueError, expect("srcs[1]=[]", "empty")),
+        ({"srcs": [[1, 99]]}, ValueError, expect("srcs[0]", "99", "[0, 12)")),
+        ({"max_len": 0}, ValueError, expect("max_len=0", "positive int")),
+        ({"eos": 9}, ValueError, expect("eos=9", "[0, 9)")),
+        ({"batch_size": 0}, ValueError, expect("batch_size=0", "positive int")),
     ],
 )
 def test_translate_batch_rejects_bad_input(arguments, error, message):
@@ -76,5 +76,5 @@ def test_translate_batch_rejects_bad_input(arguments, error, message):
 
 def test_translate_batch_needs_a_seq2seq_model():
     lm = tfscratch.DecoderLM(9, 8, 2, 1, max_len=8, seed=0)
-    with pytest.raises(TypeError, match=r"expects a Seq2SeqTransformer, got DecoderLM"):
+    with pytest.raises(TypeError, match=expect("Seq2SeqTransformer", "DecoderLM")):
         translate_batch(lm, [[1]], 5, BOS, EOS)
