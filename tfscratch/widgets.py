@@ -235,6 +235,7 @@ class StaticViewBox(widgets.VBox):
         raise NotImplementedError
 
     def static_view_metadata(self) -> dict:
+        """The output's metadata: ``{"tfscratch": {"static_view_of": <class>, "error": ...}}``."""
         return {"tfscratch": {"static_view_of": type(self).__name__, "error": self.error}}
 
     def refresh_static_view(self) -> None:
@@ -313,6 +314,12 @@ class SamplingPlayground(StaticViewBox):
     Display it as the last expression of a cell (``SamplingPlayground(model, tok)``); its
     static view, what a page without a kernel shows instead, lists the settings and the names
     (see :class:`StaticViewBox`). The prompt box samples when Enter is pressed, and says so.
+
+    Args:
+        model: a trained :class:`~tfscratch.models.DecoderLM`.
+        tokenizer: its tokenizer (the same ``vocab_size``).
+        temperature, top_k, top_p, seed, n, prompt: the controls' starting values, as in
+            :func:`sample_names` (``top_k=0`` and ``top_p=1.0`` mean off).
     """
 
     def __init__(
@@ -389,7 +396,11 @@ class SamplingPlayground(StaticViewBox):
         }
 
     def update(self, change=None) -> None:
-        """Sample with the current settings and show the names (the controls' handler)."""
+        """Sample with the current settings and show the names (the controls' handler).
+
+        Args:
+            change: the ipywidgets change event (unused; None when called by hand).
+        """
         settings = self.settings()
         try:
             self.names = sample_names(self.model, self.tokenizer, **settings)
@@ -438,6 +449,12 @@ class AttentionExplorer(StaticViewBox):
     The Figure is made without pyplot, so a notebook does not also draw it below the widget.
     It is at most 400 px tall, so the dropdowns and the picture fit on a laptop screen. The
     static view is the same picture, with the weights as text (see :class:`StaticViewBox`).
+
+    Args:
+        model: a :class:`~tfscratch.models.DecoderLM`.
+        tokenizer: its tokenizer.
+        examples: the texts to choose from (each fits the model with its ``<bos>``).
+        layer, head: the starting selection.
     """
 
     def __init__(
@@ -485,7 +502,11 @@ class AttentionExplorer(StaticViewBox):
         self.update()
 
     def update(self, change=None) -> None:
-        """Recompute and redraw the selected head's attention (the dropdowns' handler)."""
+        """Recompute and redraw the selected head's attention (the dropdowns' handler).
+
+        Args:
+            change: the ipywidgets change event (unused; None when called by hand).
+        """
         layer, head, text = self.layer.value, self.head.value, self.example.value
         ids = self._examples[text]
         self.weights = attention_for(self.model, ids, layer, head)
