@@ -3,6 +3,10 @@
 Without them a wrong shape surfaces as a NumPy broadcasting traceback three layers down,
 and an out-of-range token id silently indexes the wrong row. Every check names the
 argument, what was given and what was expected.
+
+Each ``check_*`` takes the value and ``name``, the argument's name as the learner wrote it
+(``"d_model"``), and returns the value (converted where said) or raises ``TypeError`` (wrong
+type) / ``ValueError`` (wrong value or shape).
 """
 
 from __future__ import annotations
@@ -14,14 +18,31 @@ import numpy as np
 
 
 def describe(value) -> str:
-    """Short description of a value for an error message."""
+    """Short description of a value for an error message.
+
+    Args:
+        value: anything.
+
+    Returns:
+        ``"an array of shape ... and dtype ..."`` for an array, else type and repr (<= 120
+        characters).
+    """
     if isinstance(value, np.ndarray):
         return f"an array of shape {value.shape} and dtype {value.dtype}"
     return f"{type(value).__name__} {value!r}"[:120]
 
 
 def check_int(value, name: str, minimum: int | None = None) -> int:
-    """An int (not a bool: ``n=True`` is always a mistake), at least ``minimum`` if given."""
+    """An int (not a bool: ``n=True`` is always a mistake), at least ``minimum`` if given.
+
+    Args:
+        value: the value to check.
+        name: the argument's name, as the message quotes it.
+        minimum: the smallest allowed value, or None.
+
+    Returns:
+        ``int(value)``.
+    """
     kind = {0: "a non-negative int", 1: "a positive int"}.get(minimum, "an int")
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         bound = f" >= {minimum}" if minimum not in (None, 0, 1) else ""
@@ -33,11 +54,20 @@ def check_int(value, name: str, minimum: int | None = None) -> int:
 
 
 def check_positive_int(value, name: str) -> int:
+    """:func:`check_int` with ``minimum=1``. Args: value, name. Returns: ``int(value)``."""
     return check_int(value, name, minimum=1)
 
 
 def check_seed(seed, name: str = "seed") -> int | None:
-    """A seed for ``np.random.default_rng``: None (fresh entropy) or an int >= 0."""
+    """A seed for ``np.random.default_rng``: None (fresh entropy) or an int >= 0.
+
+    Args:
+        seed: the value to check.
+        name: the argument's name, as the message quotes it.
+
+    Returns:
+        None or ``int(seed)``.
+    """
     return None if seed is None else check_int(seed, name, minimum=0)
 
 
@@ -52,7 +82,18 @@ def check_number(
     expected: str,
 ) -> float:
     """``float(value)`` for a real number in the range, or an error naming the argument, the
-    value and the allowed range (``expected``, in words). NaN is never in range."""
+    value and the allowed range (``expected``, in words). NaN is never in range.
+
+    Args:
+        value: the value to check.
+        name: the argument's name, as the message quotes it.
+        low, high: the range's ends.
+        low_inclusive, high_inclusive: whether each end is allowed.
+        expected: the range in words, for the message.
+
+    Returns:
+        ``float(value)``.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name}={value!r} must be a real number ({expected})")
     number = float(value)
@@ -64,7 +105,15 @@ def check_number(
 
 
 def check_probability(value, name: str) -> float:
-    """A drop probability: a float in [0, 1)."""
+    """A drop probability: a float in [0, 1).
+
+    Args:
+        value: the value to check.
+        name: the argument's name, as the message quotes it.
+
+    Returns:
+        ``float(value)``.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a float in [0, 1), got {describe(value)}")
     if not 0.0 <= value < 1.0:
@@ -73,6 +122,7 @@ def check_probability(value, name: str) -> float:
 
 
 def check_divisible(d_model: int, n_heads: int) -> None:
+    """Args: d_model, n_heads: ``d_model`` must split into ``n_heads`` equal head widths."""
     if d_model % n_heads:
         raise ValueError(
             f"d_model={d_model} is not divisible by n_heads={n_heads}; each head needs an "
@@ -81,13 +131,24 @@ def check_divisible(d_model: int, n_heads: int) -> None:
 
 
 def check_choice(value, name: str, choices: tuple) -> str:
+    """Args: value, name, choices: ``value`` must be one of ``choices``. Returns: value."""
     if value not in choices:
         raise ValueError(f"{name}={value!r} is not one of {choices}")
     return value
 
 
 def check_float_array(x, name: str, ndim: int | tuple[int, ...], last_dim: int | None = None):
-    """A float array of rank ``ndim`` (an int or a tuple of allowed ranks), ``(..., last_dim)``."""
+    """A float array of rank ``ndim`` (an int or a tuple of allowed ranks), ``(..., last_dim)``.
+
+    Args:
+        x: the array to check.
+        name: the argument's name, as the message quotes it.
+        ndim: the allowed rank(s).
+        last_dim: the size the last axis must have, or None.
+
+    Returns:
+        ``x``.
+    """
     # dtype.kind, not np.issubdtype: this runs on every layer call, where NumPy's helper costs
     # more than the check itself during one-token generation steps
     if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
@@ -114,7 +175,18 @@ def check_token_ids(
 ) -> np.ndarray:
     """Integer token ids in ``[0, vocab_size)`` (only ``>= 0`` when ``vocab_size`` is None),
     or equal to ``ignore_index`` if given; lists are accepted and converted. The error names
-    the first id out of range and where it is."""
+    the first id out of range and where it is.
+
+    Args:
+        tokens: an integer array (or list) of ids.
+        name: the argument's name, as the message quotes it.
+        vocab_size: ids must be below it (None: only ``>= 0``).
+        ndim: the rank required, or None.
+        ignore_index: a value allowed besides the ids (padded targets), or None.
+
+    Returns:
+        the ids as an array.
+    """
     if isinstance(tokens, (list, tuple)):
         tokens = np.asarray(tokens)
         if tokens.size == 0:
@@ -152,7 +224,16 @@ def check_token_ids(
 
 
 def check_token_id(value, name: str, vocab_size: int) -> int:
-    """A single token id (``stop_token``, ``bos``, ``eos``) in ``[0, vocab_size)``."""
+    """A single token id (``stop_token``, ``bos``, ``eos``) in ``[0, vocab_size)``.
+
+    Args:
+        value: the id.
+        name: the argument's name, as the message quotes it.
+        vocab_size: the number of ids.
+
+    Returns:
+        ``int(value)``.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int token id, got {describe(value)}")
     if not 0 <= value < vocab_size:
@@ -162,7 +243,16 @@ def check_token_id(value, name: str, vocab_size: int) -> int:
 
 def check_token_list(tokens, name: str, vocab_size: int) -> list[int]:
     """One non-empty sequence of token ids (list, tuple or 1-D array) -> list of ints (a
-    ``prompt`` for generate, a ``src`` for translate)."""
+    ``prompt`` for generate, a ``src`` for translate).
+
+    Args:
+        tokens: a list, tuple or 1-D array of ids.
+        name: the argument's name, as the message quotes it.
+        vocab_size: the number of ids.
+
+    Returns:
+        list of int.
+    """
     if isinstance(tokens, np.ndarray):
         tokens = tokens.tolist()
     if not isinstance(tokens, (list, tuple)):
@@ -176,7 +266,14 @@ def check_token_list(tokens, name: str, vocab_size: int) -> list[int]:
 
 
 def check_length(T: int, max_len: int, name: str = "sequence length", offset: int = 0) -> None:
-    """Positions ``offset ... offset + T - 1`` must exist in a table of ``max_len``."""
+    """Positions ``offset ... offset + T - 1`` must exist in a table of ``max_len``.
+
+    Args:
+        T: the number of new positions.
+        max_len: the table's length.
+        name: what ``T`` is, for the message.
+        offset: positions already used (a KV cache's length).
+    """
     if offset + T > max_len:
         where = f" after {offset} cached positions" if offset else ""
         sum_ = f" (offset={offset} + {T} = {offset + T})" if offset else ""
@@ -187,7 +284,17 @@ def check_length(T: int, max_len: int, name: str = "sequence length", offset: in
 
 
 def check_mask(mask, name: str, shape: tuple[int, ...], broadcast: bool) -> np.ndarray | None:
-    """A boolean mask that equals ``shape`` (or broadcasts to it, when ``broadcast``)."""
+    """A boolean mask that equals ``shape`` (or broadcasts to it, when ``broadcast``).
+
+    Args:
+        mask: the mask, or None.
+        name: the argument's name, as the message quotes it.
+        shape: the shape it must have (or broadcast to).
+        broadcast: allow NumPy broadcasting to ``shape``.
+
+    Returns:
+        ``mask`` (None stays None).
+    """
     if mask is None:
         return None
     if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
@@ -209,17 +316,27 @@ def check_mask(mask, name: str, shape: tuple[int, ...], broadcast: bool) -> np.n
 
 # --- text -------------------------------------------------------------------------------
 def preview(text: str, limit: int = 40) -> str:
-    """``repr`` of a text, shortened so an error message stays one readable line."""
+    """``repr`` of a text, shortened so an error message stays one readable line.
+
+    Args:
+        text: the text.
+        limit: the most characters shown.
+
+    Returns:
+        the repr, with ``...`` where it was cut.
+    """
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def check_text(text, argument: str = "text") -> str:
+    """Args: text: must be a str; argument: its name. Returns: ``text``."""
     if not isinstance(text, str):
         raise TypeError(f"{argument} must be a str, got {type(text).__name__} {text!r:.60}")
     return text
 
 
 def check_texts(texts, argument: str = "texts") -> list[str]:
+    """Args: texts: an iterable of str (not one str); argument: its name. Returns: a list."""
     # A lone string is iterable (over its characters), which would silently "work" and
     # give a surprising answer, so it is refused outright.
     if isinstance(texts, str):
