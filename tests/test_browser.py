@@ -376,6 +376,21 @@ def check_a_control_changes_the_output(driver, name: str) -> None:
     wait_for(lambda: len(names()) == count + 1, 30, f"{name}: {count + 1} names after the slider")
 
 
+def screenshot_lab(driver, name: str) -> None:
+    """Screenshot of the Lab once the file browser's items are laid out."""
+    wait_for(
+        lambda: driver.execute_script(
+            "const item = document.querySelector('.jp-DirListing-item');"
+            "return !!(item && item.getBoundingClientRect().height > 0);"
+        ),
+        60,
+        "the file browser",
+    )
+    time.sleep(1)  # let the page paint
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / name))
+
+
 def open_lab(driver, lab) -> None:
     driver.get(f"{lab.url}/lab?reset&token={lab.token}")
     wait_for(lambda: driver.execute_script("return !!window.jupyterapp"), 60, "JupyterLab")
@@ -392,6 +407,7 @@ def test_learner_lab_starts_without_the_news_notification(lab, browser):
     toasts = browser.execute_script(
         "return [...document.querySelectorAll('.Toastify__toast')].map((t) => t.innerText);"
     )
+    screenshot_lab(browser, "00_no_news_notification.png")
     assert not [toast for toast in toasts if "news" in toast.lower()], toasts
     announcements = "@jupyterlab/apputils-extension:announcements"
     assert not browser.execute_script(
@@ -409,8 +425,7 @@ def test_learner_file_browser_shows_only_the_course(lab, browser):
         60,
         "the file browser",
     )
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOTS / "00_file_browser.png"))
+    screenshot_lab(browser, "00_file_browser.png")
     assert set(items) == COURSE_FOLDER, sorted(set(items) ^ COURSE_FOLDER)
 
 
@@ -443,8 +458,7 @@ def test_learner_lab_shows_no_nbgrader(lab, browser):
         60,
         "the file browser",
     )
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOTS / "00_learner_lab.png"))
+    screenshot_lab(browser, "00_learner_lab.png")
     assert lab.api("/formgrader")[0] == 404  # nbgrader's server extensions are off too
     server_lines = [line for line in lab.log().splitlines() if line.startswith("[")]
     assert not [line for line in server_lines if "nbgrader" in line.lower()], server_lines
