@@ -38,8 +38,8 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -51,6 +51,7 @@ SETTINGS_VARIABLE = "TFSCRATCH_HUB_SETTINGS"  # how jupyterhub_config.py finds t
 ROLES = ("instructor", "student")
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
+RUNNING_LINE = b"JupyterHub is now running at"
 
 
 class Refusal(Exception):
@@ -277,23 +278,36 @@ def public_url(settings: dict) -> str:
     return f"http://{host}:{settings['port']}"
 
 
-def wait_until_answering(url: str, hub: subprocess.Popen) -> None:
+def relay_log(hub: subprocess.Popen, running: threading.Event) -> None:
+    """Copy JupyterHub's log to this terminal, and note when it says it is running.
+
+    Asking the proxy before JupyterHub has given it a route makes the proxy log an error with a
+    stack trace, which would look like a failure to an instructor: so the script waits for
+    JupyterHub's own "is now running" line (after its routes are in place), then checks once.
+    """
+    for line in hub.stdout:
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+        if RUNNING_LINE in line:
+            running.set()
+
+
+def wait_until_answering(url: str, hub: subprocess.Popen, running: threading.Event) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while not running.wait(0.5):
         if hub.poll() is not None:
             raise Refusal(
                 f"JupyterHub stopped while starting (exit code {hub.returncode}); its log is above."
             )
-        try:
-            with urllib.request.urlopen(f"{url}/hub/api", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.5)
-    raise Refusal(
-        f"JupyterHub did not answer at {url} within {START_TIMEOUT_S} s; its log is above."
-    )
+        if time.monotonic() > deadline:
+            raise Refusal(f"JupyterHub did not start within {START_TIMEOUT_S} s; its log is above.")
+    try:
+        with urllib.request.urlopen(f"{url}/hub/api", timeout=10) as response:
+            status = response.status
+    except OSError as error:  # urllib's HTTPError and URLError are OSErrors
+        status = error
+    if status != 200:
+        raise Refusal(f"JupyterHub said it was running, but {url}/hub/api answered {status}.")
 
 
 def print_logins(settings: dict, accounts: dict[str, str], course: Path) -> None:
@@ -321,7 +335,17 @@ def run_hub(settings: dict, accounts: dict[str, str], course: Path) -> int:
     ]
     # A session of its own: Ctrl-C reaches this script, which stops the hub once, with SIGTERM
     # (JupyterHub then stops every user's server and the proxy before it exits).
-    hub = subprocess.Popen(command, cwd=settings_path.parent, env=env, start_new_session=True)
+    hub = subprocess.Popen(
+        command,
+        cwd=settings_path.parent,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    running = threading.Event()
+    relay = threading.Thread(target=relay_log, args=(hub, running), daemon=True)
+    relay.start()
     stopping = []
 
     def stop(signum, frame):
@@ -333,7 +357,7 @@ def run_hub(settings: dict, accounts: dict[str, str], course: Path) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        wait_until_answering(public_url(settings), hub)
+        wait_until_answering(public_url(settings), hub, running)
         print_logins(settings, accounts, course)
         while hub.poll() is None:
             time.sleep(0.5)
@@ -347,6 +371,7 @@ def run_hub(settings: dict, accounts: dict[str, str], course: Path) -> int:
             except subprocess.TimeoutExpired:
                 hub.kill()
                 hub.wait()
+        relay.join(timeout=5)
     names = " ".join(accounts)
     print(
         f"==> The hub has stopped. Its accounts stay for the next make hub; remove them with: "

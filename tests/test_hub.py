@@ -2,8 +2,9 @@
 
 The test starts the Makefile's `make hub` (classroom/hub.py: JupyterHub, PAM logins, local
 accounts, nbgrader's exchange) on a free loopback port with a state folder of its own, and
-three new accounts with unique names: an instructor and two students, alice and bob. Then
-each step is done by the account that does it in a class:
+three new accounts with unique names: an instructor and two students, alice and bob. It
+prints the hub's URL and each account's login. Then each step is done by the account that
+does it in a class:
 
 1. the instructor makes the student version of notebook 02 and releases it (`nbgrader
    generate_assignment`, `release_assignment`, in their course directory ~/tfscratch, as
@@ -335,6 +336,16 @@ def save_notebook(hub: Hub, student: Account, notebook) -> None:
     path = f"/user/{student.name}/api/contents/{notebook_path()}"
     response = hub.request(student, "PUT", path, json=model)
     assert response.status_code == 200, response.text
+
+
+def test_make_hub_prints_the_url_and_how_to_log_in(hub):
+    startup = hub.log().split("The class's hub is running at")
+    assert startup[1].startswith(f" {hub.url} (stop it with Ctrl-C)")
+    assert f"Log in on {hub.url}/hub/login" in startup[1]
+    for account in hub.accounts.values():
+        assert re.search(rf"{account.name} +password {re.escape(account.password)} ", startup[1])
+    # nothing on the way there that looks like a failure (the proxy's errors, tracebacks)
+    assert not re.search(r"\[ConfigProxy\] \S*error", startup[0]) and "Traceback" not in startup[0]
 
 
 def test_the_instructor_releases_notebook_02(hub):
