@@ -28,8 +28,9 @@ does it in a class:
 9. the hub stops cleanly on Ctrl-C (SIGINT to `make hub`): no process of the class is left.
 
 Whatever happens, the fixture stops the hub and removes the accounts (`userdel -r`).
-`make hub` needs root, as it creates accounts: as anyone else the test checks that it refuses
-with a sentence that says so. Marked `hub`: `make test-hub` runs it (.ci/run does).
+`make hub` needs root, as it creates accounts: run as anyone else (`nobody`), it refuses with a
+sentence that says so; and it refuses, saying where to put it instead, a users' environment
+that other accounts cannot run (a clone in a private home). Marked `hub`: `make test-hub` runs it (.ci/run does).
 """
 
 from __future__ import annotations
@@ -640,3 +641,22 @@ def test_make_hub_refuses_without_the_rights_to_create_accounts():
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode != 0
     assert "only root may do: run it as root (sudo make hub)" in done.stderr, done.stderr
+
+
+def test_make_hub_refuses_an_environment_other_accounts_cannot_run():
+    # A clone in a private home (mode 0700, Ubuntu's default) holds a build/hub/venv that no
+    # student's server could start from: make hub says so and where to put it instead.
+    if os.geteuid() != 0:
+        pytest.skip("runs the check as root, which then tries the environment as `nobody`")
+    scratch = Path(tempfile.mkdtemp(prefix="tfscratch-private-"))
+    try:
+        scratch.chmod(0o755)
+        private = scratch / "home"
+        private.mkdir(mode=0o700)
+        (private / "venv").symlink_to(HUB_DIR / "venv")
+        with pytest.raises(hub_module.Refusal) as refusal:
+            hub_module.check_readable_by_everyone({"venv": str(private / "venv")})
+        assert f"({private} is closed to other accounts)" in str(refusal.value)
+        assert "sudo make hub HUB=/opt/tfscratch-hub" in str(refusal.value)
+    finally:
+        shutil.rmtree(scratch)
