@@ -163,12 +163,14 @@ HUB_NEEDS_ROOT = @test "$$(id -u)" = 0 || { echo "==> make hub creates local acc
 
 .PHONY: hub test-hub
 
-$(HUB_INSTALLED): pyproject.toml constraints.txt $(wildcard tfscratch/*.py tfscratch/assets/*)
+$(HUB_INSTALLED): pyproject.toml constraints.txt $(wildcard tfscratch/*.py tfscratch/*/*.py tfscratch/assets/*)
 	$(HUB_NEEDS_ROOT)
 	@echo "==> Installing the users' environment of the hub into $(HUB_VENV)/ with $(HUB_PYTHON)"
 	@test -x $(HUB_VENV)/bin/pip || $(HUB_PYTHON) -m venv $(HUB_VENV)
-	$(HUB_VENV)/bin/python -m pip install --disable-pip-version-check -c constraints.txt \
-		'.[lab,classroom,hub]'
+	@# from a copy of the package, so that nothing in this clone is built (and owned) by root
+	src=$$(mktemp -d) && cp -r pyproject.toml README.md tfscratch "$$src" && \
+		$(HUB_VENV)/bin/python -m pip install --disable-pip-version-check -c constraints.txt \
+		"$$src[lab,classroom,hub]"; status=$$?; rm -rf "$$src"; exit $$status
 	@touch $@
 
 $(HUB_PROXY):
