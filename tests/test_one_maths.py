@@ -7,6 +7,7 @@ three projections' memory (not a copy), the package imports in layers without cy
 """
 
 import ast
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -99,20 +100,28 @@ def test_projecting_together_equals_the_separate_linear_maps_forward_and_backwar
             )
 
 
-# --- the faster formulas are the textbook ones -------------------------------------------
-def test_gelu_gate_through_exp_equals_the_tanh_formula(rng):
+# --- one form per function, the textbook one ------------------------------------------------
+def test_gelu_gate_and_its_derivative_are_the_textbook_formulas(rng):
+    """The backward writes the tanh-GELU derivative through the forward's gate s (notebook
+    03 derives it: 1 - tanh^2 u = 4 s (1 - s)); it equals the derivative as first written."""
     x = rng.standard_normal(1000) * 4
     u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
-    np.testing.assert_allclose(F.tanh_gelu_gate(x), 0.5 * (1 + np.tanh(u)), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(F.gelu(x), 0.5 * x * (1 + np.tanh(u)), rtol=1e-12, atol=1e-15)
+    t = np.tanh(u)
+    du_dx = np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2)
+    np.testing.assert_allclose(F.tanh_gelu_gate(x), 0.5 * (1 + t), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(F.gelu(x), 0.5 * x * (1 + t), rtol=1e-12, atol=1e-15)
+    textbook = 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * du_dx
+    np.testing.assert_allclose(
+        F.gelu_backward(np.ones_like(x), x), textbook, rtol=1e-10, atol=1e-14
+    )
 
 
-def test_softmax_out_argument_writes_in_place(rng):
-    scores = rng.standard_normal((3, 5))
-    expected = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
-    result = F.softmax(scores, out=scores)
-    assert result is scores
-    np.testing.assert_allclose(scores, expected, rtol=1e-12)
+def test_functional_has_no_size_switch_and_no_output_arguments():
+    """One form per function: no formula chosen by array size, no ``out=`` buffers."""
+    source = (PACKAGE / "functional.py").read_text()
+    assert "einsum" not in source and "EINSUM" not in source
+    for name in ("softmax", "softmax_backward", "layer_norm_forward", "gelu_forward"):
+        assert "out" not in inspect.signature(getattr(F, name)).parameters
 
 
 # --- modes ---------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 Layer 1 of the package: NumPy only. Every ``*_backward`` here is checked against central
 finite differences in ``tests/test_functional.py``.
 
+Each function is the formula its notebook writes (02: softmax and the loss; 03: LayerNorm and
+GELU; 04: attention), in one form, one array expression per line of the maths.
+
 Shapes use ``B`` (batch), ``H`` (heads), ``T`` (positions), ``D`` (features), ``V`` (vocabulary).
 """
 
@@ -20,55 +23,35 @@ GELU_CUBIC = 0.044715
 GELU_APPROXIMATIONS = ("tanh", "none")
 
 
-# Sums over a short last axis (32 attention scores, 64 features): ``np.sum`` loops once per
-# row and is about 5x slower than ``np.einsum`` on a training batch; on the handful of values
-# of a one-token generation step einsum's fixed cost (parsing its subscripts) is the larger
-# one. Both compute the same sums; the size picks the faster.
-EINSUM_FROM_SIZE = 2048
-
-
-def _sum_last(x: np.ndarray) -> np.ndarray:
-    """``x.sum(axis=-1, keepdims=True)``."""
-    if x.size < EINSUM_FROM_SIZE:
-        return np.add.reduce(x, axis=-1, keepdims=True)
-    return np.einsum("...i->...", x)[..., None]
-
-
-def _dot_last(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``(x * y).sum(axis=-1, keepdims=True)``, without the ``x * y`` temporary when large."""
-    if x.size < EINSUM_FROM_SIZE:
-        return np.add.reduce(x * y, axis=-1, keepdims=True)
-    return np.einsum("...i,...i->...", x, y)[..., None]
-
-
 def _as_float(x) -> np.ndarray:
-    """An array of floats (integers become float64), for the functions that work in place."""
+    """An array of floats: integers become float64 (``exp`` of an int array would too)."""
     x = np.asarray(x)
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
 # --- softmax ----------------------------------------------------------------------------
-def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     r"""Numerically stable softmax, :math:`e^{x_i - \max x} / \sum_j e^{x_j - \max x}`.
 
     Subtracting the maximum changes nothing mathematically but keeps ``exp`` from
     overflowing. Entries equal to ``-inf`` get probability 0; a slice that is *all*
     ``-inf`` (a query that may attend to nothing) gets all zeros instead of NaN.
 
-    ``out``, as in NumPy's ufuncs, is where the result goes: ``softmax(scores, out=scores)``
-    overwrites the scores instead of allocating a new array (attention does this, since its
-    ``(B, H, T_q, T_k)`` scores are not needed afterwards).
+    Args:
+        x: scores, any shape; integers are taken as float64.
+        axis: the axis that sums to 1.
+
+    Returns:
+        probabilities of ``x``'s shape (and float dtype).
     """
     x = _as_float(x)
     x_max = np.max(x, axis=axis, keepdims=True)
     # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
     x_max[x_max == -np.inf] = 0.0
-    exps = np.subtract(x, x_max, out=out)
-    np.exp(exps, out=exps)  # in place: no second (..., T) temporary
-    total = _sum_last(exps) if axis in (-1, x.ndim - 1) else np.sum(exps, axis, keepdims=True)
-    total[total == 0.0] = 1.0
-    exps /= total
-    return exps
+    exps = np.exp(x - x_max)
+    total = exps.sum(axis=axis, keepdims=True)
+    total[total == 0.0] = 1.0  # the all -inf slice again: 0 / 1 = 0
+    return exps / total
 
 
 def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -77,18 +60,29 @@ def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1)
     The Jacobian is :math:`\partial p_i / \partial x_j = p_i(\delta_{ij} - p_j)`, so the
     vector-Jacobian product is :math:`p \odot (g - \langle g, p \rangle)`: no ``T x T``
     Jacobian is ever built.
+
+    Args:
+        grad_output: dL/dp, the shape of ``probs``.
+        probs: the output of :func:`softmax`.
+        axis: the axis the softmax normalised.
+
+    Returns:
+        dL/dx, the shape of ``probs``.
     """
-    if axis in (-1, probs.ndim - 1):
-        inner = _dot_last(grad_output, probs)
-    else:
-        inner = np.sum(grad_output * probs, axis=axis, keepdims=True)
-    d_x = grad_output - inner
-    d_x *= probs
-    return d_x
+    inner = (grad_output * probs).sum(axis=axis, keepdims=True)  # <g, p> per slice
+    return probs * (grad_output - inner)
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    r""":math:`x_i - \log\sum_j e^{x_j}`, computed without forming the probabilities."""
+    r""":math:`x_i - \log\sum_j e^{x_j}`, computed without forming the probabilities.
+
+    Args:
+        x: scores, any shape.
+        axis: the axis to normalise over.
+
+    Returns:
+        log-probabilities of ``x``'s shape.
+    """
     x = np.asarray(x)
     x_max = np.max(x, axis=axis, keepdims=True)
     shifted = x - x_max
@@ -98,7 +92,16 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def log_softmax_backward(
     grad_output: np.ndarray, log_probs: np.ndarray, axis: int = -1
 ) -> np.ndarray:
-    r""":math:`g - e^{\ell} \sum_j g_j` for output ``log_probs`` :math:`\ell`."""
+    r""":math:`g - e^{\ell} \sum_j g_j` for output ``log_probs`` :math:`\ell`.
+
+    Args:
+        grad_output: dL/d(log_probs).
+        log_probs: the output of :func:`log_softmax`.
+        axis: the axis it normalised.
+
+    Returns:
+        dL/dx, the shape of ``log_probs``.
+    """
     return grad_output - np.exp(log_probs) * np.sum(grad_output, axis=axis, keepdims=True)
 
 
@@ -120,32 +123,29 @@ def tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
     r"""The gate of tanh-GELU, :math:`s = \tfrac12(1 + \tanh u)` with
     :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`, so that :math:`\mathrm{GELU}(x) = x\,s`.
 
-    Computed as the logistic sigmoid :math:`s = 1 / (1 + e^{-2u})`, the same number
-    (notebook 03 checks the two equal). On the machine it was tuned on, NumPy's float32
-    ``exp`` was about twice as fast as its ``tanh`` (where NumPy has a vectorised ``tanh`` for
-    the CPU, as on AVX-512 machines, the two are close), and GELU is the most expensive
-    element-wise step of a training step. Each line
-    works in place on one temporary, so the ``(B, T, d_ff)`` activations are walked over a
-    few times without allocating new arrays.
+    Args:
+        x: any shape; integers are taken as float64.
+
+    Returns:
+        the gate, the shape and float dtype of ``x``, each value in ``[0, 1]``.
     """
     x = _as_float(x)
-    # -2u = -2 sqrt(2/pi) x (1 + c x^2); x * (1 + c x^2), not x + c * x**3: NumPy's general
-    # power is ~40x slower on float32.
-    gate = np.multiply(x, x)
-    gate *= GELU_CUBIC
-    gate += 1.0
-    gate *= x
-    gate *= -2.0 * SQRT_2_OVER_PI
-    # For u << 0, e^{-2u} overflows to inf and the gate is 1 / inf = 0, exactly its limit.
-    with np.errstate(over="ignore"):
-        np.exp(gate, out=gate)
-    gate += 1.0
-    return np.reciprocal(gate, out=gate)
+    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32.
+    u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)
+    return 0.5 * (1.0 + np.tanh(u))
 
 
 def gelu_forward(x: np.ndarray, approximate: str = "tanh") -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gelu` that also returns what :func:`gelu_backward` needs: ``(y, gate)`` where
-    ``y = x * gate`` (the tanh gate, or the normal CDF for the exact form)."""
+    r""":func:`gelu` that also returns what :func:`gelu_backward` needs.
+
+    Args:
+        x: any shape; integers are taken as float64.
+        approximate: ``"tanh"`` or ``"none"``, as in :func:`gelu`.
+
+    Returns:
+        ``(y, gate)``, both of ``x``'s shape: ``y = x * gate``, the gate being
+        :func:`tanh_gelu_gate` or the normal CDF :math:`\Phi(x)` for the exact form.
+    """
     _check_approximate(approximate)
     x = _as_float(x)
     if approximate == "none":
@@ -159,9 +159,16 @@ def gelu(x: np.ndarray, approximate: str = "tanh") -> np.ndarray:
     r"""Gaussian Error Linear Unit, :math:`x\,\Phi(x)`.
 
     ``approximate="tanh"`` (GPT-2's form, the default here):
-    :math:`\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))`, computed through
+    :math:`\tfrac12 x\,(1 + \tanh(\sqrt{2/\pi}\,(x + 0.044715 x^3)))`, through
     :func:`tanh_gelu_gate`. ``approximate="none"``: the exact :math:`x\,\Phi(x)` with the
     normal CDF via ``erf``.
+
+    Args:
+        x: any shape.
+        approximate: ``"tanh"`` or ``"none"``.
+
+    Returns:
+        ``GELU(x)``, the shape of ``x``.
     """
     return gelu_forward(x, approximate)[0]
 
@@ -177,37 +184,50 @@ def gelu_backward(
     Exact: :math:`\Phi(x) + x\,\varphi(x)`. Tanh form, with :math:`t = \tanh(u)`,
     :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`:
     :math:`\tfrac12(1+t) + \tfrac12 x (1-t^2)\sqrt{2/\pi}(1 + 3\cdot0.044715x^2)`.
-    ``gate`` is the second output of :func:`gelu_forward`; given, it is not recomputed.
+
+    Args:
+        grad_output: dL/dy, the shape of ``x``.
+        x: the input of the forward pass.
+        approximate: ``"tanh"`` or ``"none"``, as in the forward.
+        gate: the second output of :func:`gelu_forward`; given, it is not recomputed.
+
+    Returns:
+        dL/dx, the shape of ``x``.
     """
     _check_approximate(approximate)
     if approximate == "none":
         cdf = _standard_normal_cdf(x).astype(x.dtype, copy=False) if gate is None else gate
         pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
         return grad_output * (cdf + x * pdf)
-    # With s = (1 + t) / 2 (the gate), 1 - t^2 = 4 s (1 - s), so the formula above becomes
-    # s + 2 x s (1 - s) u',  u' = sqrt(2/pi) (1 + 3 c x^2). In place on two temporaries:
+    # With the gate s = (1 + t) / 2, the formula above is s + 2 s (1 - s) x u'
+    # (1 - t^2 = 4 s (1 - s)), u' = sqrt(2/pi) (1 + 3 c x^2): the gate is reused.
     s = tanh_gelu_gate(x) if gate is None else gate
-    x_du = np.multiply(x, x)  # -> x u'
-    x_du *= 3.0 * GELU_CUBIC
-    x_du += 1.0
-    x_du *= x
-    x_du *= SQRT_2_OVER_PI
-    local = np.subtract(1.0, s)  # -> 2 s (1 - s) x u' + s, the local derivative
-    local *= s
-    local *= x_du
-    local *= 2.0
-    local += s
-    local *= grad_output
-    return local
+    x_du_dx = (x * x * (3.0 * GELU_CUBIC) + 1.0) * x * SQRT_2_OVER_PI
+    return grad_output * ((1.0 - s) * s * x_du_dx * 2.0 + s)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
-    """max(x, 0)."""
+    """``max(x, 0)``, element-wise.
+
+    Args:
+        x: any shape.
+
+    Returns:
+        the shape and dtype of ``x``.
+    """
     return np.maximum(x, 0)
 
 
 def relu_backward(grad_output: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The gradient passes where ``x > 0`` (the kink at 0 takes gradient 0, as PyTorch)."""
+    """The gradient passes where ``x > 0`` (the kink at 0 takes gradient 0, as PyTorch).
+
+    Args:
+        grad_output: dL/dy, the shape of ``x``.
+        x: the input of the forward pass.
+
+    Returns:
+        dL/dx, the shape of ``x``.
+    """
     return grad_output * (x > 0)
 
 
@@ -215,8 +235,16 @@ def relu_backward(grad_output: np.ndarray, x: np.ndarray) -> np.ndarray:
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     r"""Normalise the last axis to zero mean and unit variance, then scale and shift.
 
-    :math:`y = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta`, with the biased
-    variance (divide by ``D``), as PyTorch. ``x``: ``(..., D)``; ``gamma``, ``beta``: ``(D,)``.
+    :math:`y = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta`, with the
+    biased variance (divide by ``D``), as PyTorch.
+
+    Args:
+        x: ``(..., D)``.
+        gamma, beta: ``(D,)``, the scale and shift.
+        eps: added to the variance, so a constant row does not divide by zero.
+
+    Returns:
+        ``(..., D)``.
     """
     return layer_norm_forward(x, gamma, beta, eps)[0]
 
@@ -224,39 +252,51 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 
 def layer_norm_forward(
     x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`layer_norm` that also returns what the backward needs: ``(y, x_hat, inv_std)``."""
+    r""":func:`layer_norm` that also returns what the backward needs.
+
+    Args:
+        x, gamma, beta, eps: as in :func:`layer_norm`.
+
+    Returns:
+        ``(y, x_hat, inv_std)``: the output ``(..., D)``, the normalised input
+        :math:`\hat x = (x - \mu) / \sigma` ``(..., D)``, and :math:`1/\sigma` ``(..., 1)``.
+    """
     D = x.shape[-1]
-    x_hat = x - _sum_last(x) / D  # centred now, normalised in place below
-    variance = _dot_last(x_hat, x_hat) / D
+    mean = x.sum(axis=-1, keepdims=True) / D
+    centred = x - mean
+    variance = (centred * centred).sum(axis=-1, keepdims=True) / D  # biased: divide by D
     inv_std = 1.0 / np.sqrt(variance + eps)
-    x_hat *= inv_std
-    y = x_hat * gamma
-    y += beta
-    return y, x_hat, inv_std
+    x_hat = centred * inv_std
+    return x_hat * gamma + beta, x_hat, inv_std
 
 
 def layer_norm_backward(
     grad_output: np.ndarray, x_hat: np.ndarray, inv_std: np.ndarray, gamma: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""Gradients ``(dx, dgamma, dbeta)`` of LayerNorm.
+    r"""Gradients of LayerNorm.
 
     With :math:`g = \partial L/\partial \hat x = \gamma \odot \partial L/\partial y`, the
     mean and variance both depend on every feature, which gives
     :math:`\partial L/\partial x = \frac{1}{\sigma}\,(g - \bar g - \hat x\,\overline{g \hat x})`
     (bars are means over the feature axis).
+
+    Args:
+        grad_output: dL/dy, ``(..., D)``.
+        x_hat, inv_std: the second and third outputs of :func:`layer_norm_forward`.
+        gamma: ``(D,)``, the scale of the forward.
+
+    Returns:
+        ``(dx, dgamma, dbeta)``: ``(..., D)``, ``(D,)``, ``(D,)``.
     """
-    D = grad_output.shape[-1]
     # gamma and beta act on every position alike: sum their gradients over all of them
-    grad_rows, x_hat_rows = grad_output.reshape(-1, D), x_hat.reshape(-1, D)
-    dgamma = np.einsum("nd,nd->d", grad_rows, x_hat_rows)
-    dbeta = np.add.reduce(grad_rows, axis=0)
+    over_positions = tuple(range(grad_output.ndim - 1))
+    dgamma = (grad_output * x_hat).sum(axis=over_positions)
+    dbeta = grad_output.sum(axis=over_positions)
+    D = grad_output.shape[-1]
     g = grad_output * gamma
-    g_mean = _sum_last(g) / D
-    g_x_hat_mean = _dot_last(g, x_hat) / D
-    dx = g  # (g - mean g - x_hat * mean(g x_hat)) / sigma, in place
-    dx -= g_mean
-    dx -= x_hat * g_x_hat_mean
-    dx *= inv_std
+    g_mean = g.sum(axis=-1, keepdims=True) / D
+    g_x_hat_mean = (g * x_hat).sum(axis=-1, keepdims=True) / D
+    dx = (g - g_mean - x_hat * g_x_hat_mean) * inv_std
     return dx, dgamma, dbeta
 
 
@@ -266,6 +306,15 @@ def dropout_mask(shape, p: float, rng: np.random.Generator, dtype=np.float32) ->
 
     Scaling the kept units at training time keeps every activation's expectation unchanged,
     so evaluation needs no rescaling at all.
+
+    Args:
+        shape: the shape of the array to drop from.
+        p: the drop probability, in ``[0, 1)``.
+        rng: the generator to draw from (a module's own, so runs repeat).
+        dtype: the float dtype of the mask.
+
+    Returns:
+        the multiplier, ``shape`` and ``dtype``.
     """
     keep = rng.random(shape) >= p
     return keep.astype(dtype) * np.asarray(1.0 / (1.0 - p), dtype=dtype)
@@ -276,8 +325,14 @@ def causal_mask(T: int, offset: int = 0) -> np.ndarray:
     """Boolean ``(T, offset + T)`` mask, True where a query may **not** look (the future).
 
     Query ``i`` sits at absolute position ``offset + i`` and may see keys ``0 ... offset + i``.
-    With ``offset=0`` (the usual case) this is ``(T, T)`` with True strictly above the diagonal.
-    ``offset`` is the number of positions already in a KV cache.
+
+    Args:
+        T: the number of queries (new positions).
+        offset: the number of positions already in a KV cache (0: the usual ``(T, T)`` mask,
+            True strictly above the diagonal).
+
+    Returns:
+        bool ``(T, offset + T)``.
     """
     T, offset = check_int(T, "T", minimum=1), check_int(offset, "offset", minimum=0)
     query_positions = offset + np.arange(T)[:, None]
@@ -305,12 +360,11 @@ def scaled_dot_product_attention(
         before dropout). A query whose keys are all blocked gets zero weights and a zero
         output, never NaN.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = q @ np.swapaxes(k, -1, -2)  # (B, H, T_q, T_k)
-    scores *= scale  # in place, so the dtype stays q's (float32 by default)
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float: the scores keep q's dtype
+    scores = q @ np.swapaxes(k, -1, -2) * scale  # (B, H, T_q, T_k)
     if mask is not None:
-        np.copyto(scores, -np.inf, where=mask)  # blocked: e^-inf = 0 after the softmax
-    weights = softmax(scores, axis=-1, out=scores)  # the scores are not needed again
+        scores = np.where(mask, -np.inf, scores)  # blocked: e^-inf = 0 after the softmax
+    weights = softmax(scores, axis=-1)
     attended = weights if dropout_mask is None else weights * dropout_mask
     return attended @ v, weights
 
@@ -323,21 +377,28 @@ def scaled_dot_product_attention_backward(
     weights: np.ndarray,
     dropout_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients ``(dq, dk, dv)`` of :func:`scaled_dot_product_attention`, one line per
-    forward line, in reverse: ``out = A V`` with ``A`` the (dropped-out) weights, then the
-    softmax, then the scale, then ``Q K^T``.
+    """Gradients of :func:`scaled_dot_product_attention`, one line per forward line, in
+    reverse: ``out = A V`` with ``A`` the (dropped-out) weights, then the softmax, then the
+    scale, then ``Q K^T``.
 
     Blocked entries have weight 0, so the softmax backward gives them gradient 0: the mask
     needs no special treatment here.
+
+    Args:
+        grad_output: dL/d(out), ``(B, H, T_q, d_head)``.
+        q, k, v: the inputs of the forward pass.
+        weights: its second output, ``(B, H, T_q, T_k)``.
+        dropout_mask: the multiplier the forward applied to the weights, or None.
+
+    Returns:
+        ``(dq, dk, dv)``, the shapes of ``q``, ``k`` and ``v``.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])
     attended = weights if dropout_mask is None else weights * dropout_mask
     dv = np.swapaxes(attended, -1, -2) @ grad_output
-    d_weights = grad_output @ np.swapaxes(v, -1, -2)
-    if dropout_mask is not None:
-        d_weights *= dropout_mask
-    d_scores = softmax_backward(d_weights, weights)
-    d_scores *= scale
+    d_attended = grad_output @ np.swapaxes(v, -1, -2)
+    d_weights = d_attended if dropout_mask is None else d_attended * dropout_mask
+    d_scores = softmax_backward(d_weights, weights) * scale
     dq = d_scores @ k
     dk = np.swapaxes(d_scores, -1, -2) @ q
     return dq, dk, dv
@@ -411,7 +472,13 @@ def cross_entropy(
     ``ignore_index`` do not count; if every target is ignored the loss is 0.0.
 
     Args:
-        logits: float ``(..., V)``. targets: integer ``(...)``.
+        logits: float ``(..., V)`` scores.
+        targets: integer ``(...)`` class ids in ``[0, V)``, or ``ignore_index``.
+        ignore_index: the target value not scored (e.g. :data:`IGNORE_INDEX`), or None.
+        label_smoothing: in ``[0, 1)``.
+
+    Returns:
+        the mean over the scored targets, a Python float (computed in float64).
     """
     flat_logits, flat_targets, keep, count = _cross_entropy_parts(
         logits, targets, ignore_index, label_smoothing
@@ -437,6 +504,15 @@ def cross_entropy_backward(
     The famous result: :math:`(\mathrm{softmax}(z) - y) / N`, where :math:`y` is the
     (smoothed) target distribution and :math:`N` the number of targets that count.
     Ignored positions get a zero gradient.
+
+    Args:
+        logits: float ``(..., V)`` scores.
+        targets: integer ``(...)`` class ids in ``[0, V)``, or ``ignore_index``.
+        ignore_index: the target value not scored (e.g. :data:`IGNORE_INDEX`), or None.
+        label_smoothing: in ``[0, 1)``.
+
+    Returns:
+        dL/dlogits, the shape and dtype of ``logits``.
     """
     flat_logits, flat_targets, keep, count = _cross_entropy_parts(
         logits, targets, ignore_index, label_smoothing
