@@ -158,12 +158,17 @@ def test_binder_post_build_installs_the_repository_without_dependencies():
 def test_binder_start_gives_numpy_one_blas_thread_and_runs_the_server_command():
     start = ROOT / "binder" / "start"
     assert start.stat().st_mode & 0o111, "binder/start must be executable"
-    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("OPENBLAS_NUM_THREADS", "JUPYTER_CONFIG_PATH")
+    }
     result = subprocess.run(
-        [str(start), "sh", "-c", 'echo "$OPENBLAS_NUM_THREADS:$0"', "server"],
+        [str(start), "sh", "-c", 'echo "$OPENBLAS_NUM_THREADS:$0:$JUPYTER_CONFIG_PATH"', "server"],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert result.stdout == "1:server\n"  # the variable is set, then the command runs as given
+    # the variables are set, then the command runs as given; the Lab is the learner's
+    assert result.stdout == f"1:server:{ROOT / 'jupyter' / 'learner'}\n"
