@@ -180,9 +180,10 @@ def test_a_checkpoint_saved_before_the_projections_were_separated_loads_unchange
     q/k/v were views of one fused weight."""
     expected = np.load(DATA / "logits_v0.1.npz")
     model = tfscratch.load(DATA / "decoder_lm_v0.1.npz")
-    # Version 0.1 computed GELU's gate as sigmoid(2u) and summed rows with einsum; the
-    # textbook (1 + tanh u) / 2 and np.sum give the same numbers up to float32 rounding
-    # (~1e-7 here); a real change of the maths moves logits by far more than 1e-5.
+    # Version 0.1 summed the rows of small arrays with np.add.reduce and of large ones with
+    # einsum (a switch by size); every row sum is einsum now (functional.row_sum): the same
+    # numbers up to float32 rounding (~1e-7 here). A real change of the maths moves logits by
+    # far more than 1e-5.
     np.testing.assert_allclose(
         model(expected["decoder_tokens"]), expected["decoder_logits"], rtol=0, atol=1e-5
     )

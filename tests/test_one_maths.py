@@ -7,7 +7,6 @@ three projections' memory (not a copy), the package imports in layers without cy
 """
 
 import ast
-import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -100,10 +99,10 @@ def test_projecting_together_equals_the_separate_linear_maps_forward_and_backwar
             )
 
 
-# --- one form per function, the textbook one ------------------------------------------------
-def test_gelu_gate_and_its_derivative_are_the_textbook_formulas(rng):
-    """The backward writes the tanh-GELU derivative through the forward's gate s (notebook
-    03 derives it: 1 - tanh^2 u = 4 s (1 - s)); it equals the derivative as first written."""
+# --- one form per function; where the arithmetic is not the textbook's, it equals it --------
+def test_the_gelu_gate_through_exp_and_its_derivative_equal_the_tanh_formulas(rng):
+    """Notebook 03 derives both: the gate (1 + tanh u) / 2 is sigmoid(2u), and the derivative
+    written through the gate (1 - tanh^2 u = 4 s (1 - s)) is the derivative as first written."""
     x = rng.standard_normal(1000) * 4
     u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
     t = np.tanh(u)
@@ -116,12 +115,27 @@ def test_gelu_gate_and_its_derivative_are_the_textbook_formulas(rng):
     )
 
 
-def test_functional_has_no_size_switch_and_no_output_arguments():
-    """One form per function: no formula chosen by array size, no ``out=`` buffers."""
+@pytest.mark.parametrize("shape", [(3,), (2, 5), (1, 1, 64), (32, 4, 32, 32)])
+def test_row_sums_equal_numpys_sums(rng, shape):
+    x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(F.row_sum(x), x.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        F.row_dot(x, y), (x * y).sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_functional_chooses_no_formula_by_array_size():
     source = (PACKAGE / "functional.py").read_text()
-    assert "einsum" not in source and "EINSUM" not in source
-    for name in ("softmax", "softmax_backward", "layer_norm_forward", "gelu_forward"):
-        assert "out" not in inspect.signature(getattr(F, name)).parameters
+    assert "EINSUM_FROM_SIZE" not in source and ".size <" not in source
+
+
+def test_softmax_out_argument_writes_in_place(rng):
+    """Attention turns its scores into weights in the same array (notebook 13 measures it)."""
+    scores = rng.standard_normal((3, 5))
+    expected = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+    result = F.softmax(scores, out=scores)
+    assert result is scores
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)
 
 
 # --- modes ---------------------------------------------------------------------------------

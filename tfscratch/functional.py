@@ -4,7 +4,12 @@ Layer 1 of the package: NumPy only. Every ``*_backward`` here is checked against
 finite differences in ``tests/test_functional.py``.
 
 Each function is the formula its notebook writes (02: softmax and the loss; 03: LayerNorm and
-GELU; 04: attention), in one form, one array expression per line of the maths.
+GELU; 04: attention), in one form, one array expression per line of the maths. Two choices of
+arithmetic are the course's, not the textbook's, because the stored notebooks were trained
+with them and a training run follows its float32 rounding step by step: sums over the last
+axis go through :func:`row_sum` / :func:`row_dot` (``np.einsum``), and the tanh-GELU gate is
+computed as the logistic sigmoid of ``2u`` (notebook 03). Both give the textbook numbers up to
+float32 rounding; ``tests/test_one_maths.py`` checks it.
 
 Shapes use ``B`` (batch), ``H`` (heads), ``T`` (positions), ``D`` (features), ``V`` (vocabulary).
 """
@@ -29,8 +34,36 @@ def _as_float(x) -> np.ndarray:
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
+def row_sum(x: np.ndarray) -> np.ndarray:
+    """``x.sum(axis=-1, keepdims=True)``: each row's sum, as a ``(..., 1)`` column.
+
+    Computed by ``np.einsum("...i->...", x)``, which adds a row's values in another order
+    than ``np.sum``: the same sum up to float32 rounding, in the order the course's stored
+    models were trained with (with ``np.sum`` their training runs end elsewhere).
+
+    Args:
+        x: ``(..., n)``.
+
+    Returns:
+        ``(..., 1)``.
+    """
+    return np.einsum("...i->...", x)[..., None]
+
+
+def row_dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(x * y).sum(axis=-1, keepdims=True)``: each row's dot product, as :func:`row_sum`.
+
+    Args:
+        x, y: ``(..., n)``, the same shape.
+
+    Returns:
+        ``(..., 1)``.
+    """
+    return np.einsum("...i,...i->...", x, y)[..., None]
+
+
 # --- softmax ----------------------------------------------------------------------------
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.ndarray:
     r"""Numerically stable softmax, :math:`e^{x_i - \max x} / \sum_j e^{x_j - \max x}`.
 
     Subtracting the maximum changes nothing mathematically but keeps ``exp`` from
@@ -40,6 +73,9 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Args:
         x: scores, any shape; integers are taken as float64.
         axis: the axis that sums to 1.
+        out: where to write the result, as in NumPy's ufuncs; ``softmax(scores,
+            out=scores)`` turns the scores into probabilities without a second array of
+            their size (attention's ``(B, H, T_q, T_k)`` scores: notebook 13 measures it).
 
     Returns:
         probabilities of ``x``'s shape (and float dtype).
@@ -48,10 +84,10 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x_max = np.max(x, axis=axis, keepdims=True)
     # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
     x_max[x_max == -np.inf] = 0.0
-    exps = np.exp(x - x_max)
-    total = exps.sum(axis=axis, keepdims=True)
+    exps = np.exp(np.subtract(x, x_max, out=out), out=out)
+    total = row_sum(exps) if axis in (-1, x.ndim - 1) else exps.sum(axis=axis, keepdims=True)
     total[total == 0.0] = 1.0  # the all -inf slice again: 0 / 1 = 0
-    return exps / total
+    return np.divide(exps, total, out=out)
 
 
 def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -69,7 +105,10 @@ def softmax_backward(grad_output: np.ndarray, probs: np.ndarray, axis: int = -1)
     Returns:
         dL/dx, the shape of ``probs``.
     """
-    inner = (grad_output * probs).sum(axis=axis, keepdims=True)  # <g, p> per slice
+    if axis in (-1, probs.ndim - 1):
+        inner = row_dot(grad_output, probs)  # <g, p> per row
+    else:
+        inner = (grad_output * probs).sum(axis=axis, keepdims=True)
     return probs * (grad_output - inner)
 
 
@@ -123,6 +162,10 @@ def tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
     r"""The gate of tanh-GELU, :math:`s = \tfrac12(1 + \tanh u)` with
     :math:`u = \sqrt{2/\pi}(x + 0.044715x^3)`, so that :math:`\mathrm{GELU}(x) = x\,s`.
 
+    Computed as the logistic sigmoid :math:`s = 1 / (1 + e^{-2u})`, the same number (notebook
+    03 derives it and checks the two equal), in the arithmetic the course's models were
+    trained with.
+
     Args:
         x: any shape; integers are taken as float64.
 
@@ -130,9 +173,11 @@ def tanh_gelu_gate(x: np.ndarray) -> np.ndarray:
         the gate, the shape and float dtype of ``x``, each value in ``[0, 1]``.
     """
     x = _as_float(x)
-    # x * x * x, not x**3: NumPy's general power is ~40x slower on float32.
-    u = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)
-    return 0.5 * (1.0 + np.tanh(u))
+    # -2u = -2 sqrt(2/pi) x (1 + c x^2); x * x, not x**2 or x**3: NumPy's general power is
+    # ~40x slower on float32.
+    minus_two_u = (x * x * GELU_CUBIC + 1.0) * x * (-2.0 * SQRT_2_OVER_PI)
+    with np.errstate(over="ignore"):  # u << 0: e^{-2u} = inf and the gate 1 / inf = 0, its limit
+        return 1.0 / (1.0 + np.exp(minus_two_u))
 
 
 def gelu_forward(x: np.ndarray, approximate: str = "tanh") -> tuple[np.ndarray, np.ndarray]:
@@ -262,9 +307,9 @@ def layer_norm_forward(
         :math:`\hat x = (x - \mu) / \sigma` ``(..., D)``, and :math:`1/\sigma` ``(..., 1)``.
     """
     D = x.shape[-1]
-    mean = x.sum(axis=-1, keepdims=True) / D
+    mean = row_sum(x) / D
     centred = x - mean
-    variance = (centred * centred).sum(axis=-1, keepdims=True) / D  # biased: divide by D
+    variance = row_dot(centred, centred) / D  # biased: divide by D
     inv_std = 1.0 / np.sqrt(variance + eps)
     x_hat = centred * inv_std
     return x_hat * gamma + beta, x_hat, inv_std
@@ -288,14 +333,14 @@ def layer_norm_backward(
     Returns:
         ``(dx, dgamma, dbeta)``: ``(..., D)``, ``(D,)``, ``(D,)``.
     """
-    # gamma and beta act on every position alike: sum their gradients over all of them
-    over_positions = tuple(range(grad_output.ndim - 1))
-    dgamma = (grad_output * x_hat).sum(axis=over_positions)
-    dbeta = grad_output.sum(axis=over_positions)
+    # gamma and beta act on every position alike: sum their gradients over all N positions
     D = grad_output.shape[-1]
+    grad_rows, x_hat_rows = grad_output.reshape(-1, D), x_hat.reshape(-1, D)  # (N, D)
+    dgamma = np.einsum("nd,nd->d", grad_rows, x_hat_rows)  # sum over n of grad * x_hat
+    dbeta = grad_rows.sum(axis=0)
     g = grad_output * gamma
-    g_mean = g.sum(axis=-1, keepdims=True) / D
-    g_x_hat_mean = (g * x_hat).sum(axis=-1, keepdims=True) / D
+    g_mean = row_sum(g) / D
+    g_x_hat_mean = row_dot(g, x_hat) / D
     dx = (g - g_mean - x_hat * g_x_hat_mean) * inv_std
     return dx, dgamma, dbeta
 
@@ -361,10 +406,13 @@ def scaled_dot_product_attention(
         output, never NaN.
     """
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float: the scores keep q's dtype
-    scores = q @ np.swapaxes(k, -1, -2) * scale  # (B, H, T_q, T_k)
+    # One (B, H, T_q, T_k) array from scores to weights: scaled, masked and normalised where
+    # it is (the memory attention needs is this matrix; notebook 13 measures it).
+    scores = q @ np.swapaxes(k, -1, -2)
+    scores *= scale
     if mask is not None:
-        scores = np.where(mask, -np.inf, scores)  # blocked: e^-inf = 0 after the softmax
-    weights = softmax(scores, axis=-1)
+        np.copyto(scores, -np.inf, where=mask)  # blocked: e^-inf = 0 after the softmax
+    weights = softmax(scores, axis=-1, out=scores)
     attended = weights if dropout_mask is None else weights * dropout_mask
     return attended @ v, weights
 
