@@ -246,3 +246,15 @@ print("clean")
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert result.stdout.strip() == "clean", result.stderr
+
+
+def test_no_top_level_function_shadows_a_module_of_the_same_name():
+    """``tfscratch.generate`` is the function, and the module it lives in has another name
+    (``tfscratch.generation``), so ``tfscratch.generation.filter_logits`` works and nothing
+    named ``tfscratch.X`` is a module one moment and a function the next."""
+    import pkgutil
+
+    modules = {info.name for info in pkgutil.iter_modules(tfscratch.__path__)}
+    functions = {name for name in tfscratch.__all__ if callable(getattr(tfscratch, name))}
+    assert not modules & functions, modules & functions
+    assert callable(tfscratch.generation.filter_logits) and callable(tfscratch.generate)

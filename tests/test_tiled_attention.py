@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import GRAD_TOL, expect
 from tfscratch import functional as F
-from tfscratch.gradcheck import gradcheck
+from tfscratch import gradcheck
 from tfscratch.tiled_attention import (
     online_softmax,
     tile_grid,

@@ -20,7 +20,7 @@ import importlib
 from . import functional, nn, optim
 from .checkpoint import load, save
 from .generation import generate, translate
-from .gradcheck import gradcheck
+from .gradient_check import gradcheck
 from .models import DecoderLM, EncoderClassifier, Seq2SeqTransformer
 from .module import is_grad_enabled, no_grad
 
