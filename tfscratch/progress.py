@@ -54,6 +54,7 @@ def progress_bar(total: int, desc: str, enabled: bool = True) -> Iterator[Progre
     from IPython.display import display  # a Jupyter kernel has imported it already
 
     with ProgressBar(total=total, desc=desc, leave=True, display=False) as bar:
-        handle = display(bar.container, display_id=True)
+        handle = display(bar.container, display_id=True)  # None without a running kernel
         yield bar
-    handle.update(bar.container)
+    if handle is not None:
+        handle.update(bar.container)
