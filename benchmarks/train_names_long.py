@@ -100,6 +100,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--no-test", action="store_true", help="leave the test split alone (recipe screening)"
     )
     parser.add_argument("--label", default="", help="first column of the printed table row")
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        default=None,
+        help="also write the run's curve (curve.csv: every 100 steps the mean training loss, "
+        "and every validation) and its printed report (log.md) here",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
@@ -189,13 +196,20 @@ def main(argv=None) -> dict:
     result["asset_bytes"] = (args.out / MODEL_FILE).stat().st_size
 
     config = model.config
+    report = []
+
+    def say(*parts, sep=" "):
+        line = sep.join(str(part) for part in parts)
+        print(line)
+        report.append(line)
+
     batching = (
         f"{args.batch_size} padded names" + (", trimmed" if args.trim else "")
         if args.batching == "names"
         else f"{args.batch_size} windows of {args.window}"
         + ("" if not args.no_score_partial else " (cut names not scored)")
     )
-    print(
+    say(
         f"\nDecoderLM d_model={config['d_model']} n_heads={config['n_heads']} "
         f"n_layers={config['n_layers']} d_ff={config['d_ff']} max_len={config['max_len']} "
         f"dropout={args.dropout}, AdamW lr={args.lr} weight_decay={args.weight_decay}, "
@@ -203,22 +217,22 @@ def main(argv=None) -> dict:
         f"label smoothing {args.label_smoothing}, batches of {batching}, seed {args.seed}\n"
     )
     test = "not evaluated" if result["test_loss"] is None else f"{result['test_loss']:.3f}"
-    print("| parameters | steps | wall time | train | val | test | uniform | bigram (val) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(
+    say("| parameters | steps | wall time | train | val | test | uniform | bigram (val) |")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    say(
         f"| {result['parameters']:,} | {result['steps']:,} | {wall_time:.0f} s "
         f"| {result['train_loss']:.3f} | {result['val_loss']:.3f} | {test} "
         f"| {result['uniform']:.3f} | {result['bigram_val']:.3f} |"
     )
-    print("\nexperiment row (CPU s: the process's CPU time of the training, every thread):")
-    print(
+    say("\nexperiment row (CPU s: the process's CPU time of the training, every thread):")
+    say(
         f"| {args.label or batching} | {result['parameters']:,} | {result['steps']:,} "
         f"| {cpu_time:.0f} | {wall_time:.0f} | {result['train_loss']:.3f} "
         f"| {result['val_loss']:.3f} |"
     )
-    print(f"\nCPU time of the training: {cpu_time:.0f} s (all threads)")
-    print("losses in nats per character (the <eos> that ends each name included)")
-    print(f"asset: {MODEL_FILE} {result['asset_bytes'] / 1e3:.0f} kB")
+    say(f"\nCPU time of the training: {cpu_time:.0f} s (all threads)")
+    say("losses in nats per character (the <eos> that ends each name included)")
+    say(f"asset: {MODEL_FILE} {result['asset_bytes'] / 1e3:.0f} kB")
     rng = np.random.default_rng(args.seed)
     samples = [
         tokenizer.decode(
@@ -232,8 +246,24 @@ def main(argv=None) -> dict:
         )
         for _ in range(10)
     ]
-    print("samples:", ", ".join(samples))
+    say("samples:", ", ".join(samples))
+    if args.log_dir is not None:
+        write_log(args.log_dir, history, report, args)
     return result
+
+
+def write_log(log_dir: Path, history, report: list[str], args: argparse.Namespace) -> None:
+    """Write the curve and the report of a run, so a re-run can be checked against them."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    every = 100
+    curve = history[["step", "lr", "train_loss"]].copy()
+    curve["train_loss"] = curve["train_loss"].rolling(every, min_periods=1).mean()
+    curve = curve[curve["step"] % every == 0].merge(
+        history.loc[history["val_loss"].notna(), ["step", "val_loss"]], on="step", how="outer"
+    )
+    curve.sort_values("step").to_csv(log_dir / "curve.csv", index=False, float_format="%.5f")
+    command = " ".join(f"{key}={value}" for key, value in sorted(vars(args).items()))
+    (log_dir / "log.md").write_text("options: " + command + "\n\n" + "\n".join(report) + "\n")
 
 
 if __name__ == "__main__":

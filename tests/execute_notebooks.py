@@ -10,8 +10,9 @@ notebooks folder as working directory, exactly as nbval runs it. Afterwards the 
 stripped of everything that is not course content or that differs between machines: the
 kernel and language stay, but not the Python version the kernel ran (``language_info.version``,
 a patch release that changes from laptop to laptop); widget state, execution timings and any
-cell metadata other than ``nbgrader`` and ``tags`` (nbval's ``nbval-ignore-output``, the README
-figure's ``readme-figure``) go.
+cell metadata other than ``nbgrader``, ``tags`` (nbval's ``nbval-ignore-output``, the README
+figure's ``readme-figure``, ``claim-check``) and ``jupyter.source_hidden`` (a collapsed solution
+or claim-check cell; JupyterLab's other view state is dropped) go.
 
 The first picture drawn by the cell tagged ``readme-figure`` is saved as a thumbnail in
 ``notebooks/figures/NN_name.png`` for the course overview in the README.
@@ -54,9 +55,10 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         for machine_key in machine_keys:
             nb.metadata.get(key, {}).pop(machine_key, None)
     for index, cell in enumerate(nb.cells):
-        cell.metadata = nbformat.NotebookNode(
-            {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
-        )
+        kept = {key: cell.metadata[key] for key in KEPT_CELL_METADATA if key in cell.metadata}
+        if cell.metadata.get("jupyter", {}).get("source_hidden"):
+            kept["jupyter"] = {"source_hidden": True}
+        cell.metadata = nbformat.NotebookNode(kept)
         # Stable cell ids keep diffs small when a notebook is re-executed.
         cell.id = f"cell-{index:03d}"
     return nb

@@ -47,7 +47,7 @@ LANGUAGE_INFO = {
     "nbconvert_exporter": "python",
     "pygments_lexer": "ipython3",
 }
-CELL_METADATA = {"nbgrader", "tags"}
+CELL_METADATA = {"nbgrader", "tags", "jupyter"}
 # Cell tags the course uses: nbval's markers (tags, not `# NBVAL_...` comments in the code a
 # learner reads), the README thumbnail's cell, and a cell that only guards the prose's claims.
 NBVAL_TAGS = {"nbval-ignore-output", "nbval-skip", "nbval-check-output", "raises-exception"}
@@ -149,11 +149,19 @@ def test_the_notebook_runner_keeps_tags_and_drops_machine_metadata():
     nb.cells = [
         nbformat.v4.new_code_cell(
             "1 + 1", metadata={"tags": ["nbval-ignore-output"], "scrolled": True}
-        )
+        ),
+        nbformat.v4.new_code_cell(
+            "assert True",
+            metadata={"tags": ["claim-check"], "jupyter": {"source_hidden": True, "x": 1}},
+        ),
+        nbformat.v4.new_code_cell("2 + 2", metadata={"jupyter": {"outputs_hidden": True}}),
     ]
     runner.clean(nb)
     assert nb.metadata == {"kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
     assert nb.cells[0].metadata == {"tags": ["nbval-ignore-output"]}
+    # A collapsed input stays collapsed; nothing else of JupyterLab's view state is kept.
+    assert nb.cells[1].metadata == {"tags": ["claim-check"], "jupyter": {"source_hidden": True}}
+    assert nb.cells[2].metadata == {}
 
 
 def test_cells_keep_only_nbgrader_and_tags_metadata(notebook):
@@ -163,6 +171,13 @@ def test_cells_keep_only_nbgrader_and_tags_metadata(notebook):
         if set(cell.metadata) - CELL_METADATA
     }
     assert not stray, f"cells with stray metadata: {stray}"
+    # JupyterLab's view state: only a collapsed input (a solution or a claim-check cell).
+    view_state = {
+        index: cell.metadata["jupyter"]
+        for index, cell in enumerate(notebook.cells)
+        if cell.metadata.get("jupyter", {"source_hidden": True}) != {"source_hidden": True}
+    }
+    assert not view_state, f"cells with JupyterLab view state other than source_hidden: {view_state}"
 
 
 def test_every_code_cell_was_executed_once_top_to_bottom(notebook):
