@@ -1,4 +1,5 @@
-"""Building blocks: Linear, Embedding, LayerNorm, Dropout, ReLU, GELU, FeedForward.
+"""Building blocks: Linear, Embedding, LayerNorm, RMSNorm, Dropout, ReLU, GELU, SiLU,
+FeedForward (GELU/ReLU, or SwiGLU as in Llama).
 
 Each class keeps its forward and backward side by side, with the variable names of the
 maths. Inputs may have any number of leading axes: ``(..., D)``.
@@ -12,6 +13,7 @@ from . import functional as F
 from .checks import (
     check_choice,
     check_float_array,
+    check_number,
     check_positive_int,
     check_probability,
     check_token_ids,
@@ -174,6 +176,66 @@ class LayerNorm(Module):
         return dx
 
 
+class RMSNorm(Module):
+    r"""Root-mean-square normalisation (Zhang & Sennrich 2019; Llama): scale each position's
+    features by one over their root mean square, then by a learned gain. No mean is
+    subtracted and there is no shift:
+
+    .. math:: y = \frac{x}{\sqrt{\overline{x^2} + \epsilon}} \odot w
+        = \hat x \odot w, \qquad r = 1 / \sqrt{\overline{x^2} + \epsilon}
+
+    (the bar is the mean over the ``D`` features of one position).
+
+    **The backward pass** (notebook 14). With :math:`g = \partial L/\partial \hat x =
+    w \odot \partial L/\partial y` and :math:`\partial r / \partial x_j = -r^3 x_j / D`:
+
+    .. math:: \frac{\partial L}{\partial x} = r\,\big(g - \hat x\,\overline{g \hat x}\big),
+        \qquad \frac{\partial L}{\partial w} = \sum_{\text{positions}} \frac{\partial L}
+        {\partial y} \odot \hat x,
+
+    LayerNorm's formula without its ``- mean(g)`` term (there is no mean to subtract).
+
+    Args:
+        dim: the feature size D; ``weight`` (ones) is ``(D,)``.
+        eps: added to the mean square, ``> 0`` (1e-6, as Llama).
+        dtype: the parameters' float dtype.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, *, dtype=np.float32):
+        self.dim = check_positive_int(dim, "dim")
+        self.eps = check_number(
+            eps, "eps", low=0.0, low_inclusive=False, expected="eps > 0 (1e-6 as Llama)"
+        )
+        self.weight = Parameter(np.ones(dim, dtype=check_dtype(dtype)))
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """Normalise.
+
+        Args:
+            x: float ``(..., dim)``.
+
+        Returns:
+            ``(..., dim)``; keeps ``x_hat`` ``(..., dim)`` and ``inv_rms`` ``(..., 1)``.
+        """
+        check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.dim)
+        mean_square = F.row_dot(x, x) / self.dim  # (..., 1)
+        inv_rms = 1.0 / np.sqrt(mean_square + self.eps)
+        x_hat = x * inv_rms
+        self.save_for_backward(x_hat=x_hat, inv_rms=inv_rms)
+        return x_hat * self.weight.data
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy ``(..., dim)``. Returns: dL/dx ``(..., dim)``; the
+        gradient of ``weight`` (summed over every position) is added to ``weight.grad``."""
+        self.check_ready_for_backward()
+        D = self.dim
+        self.weight.grad += np.einsum(
+            "nd,nd->d", _flatten_leading(grad_output), _flatten_leading(self._x_hat)
+        )
+        g = grad_output * self.weight.data  # dL/dx_hat
+        return (g - self._x_hat * (F.row_dot(g, self._x_hat) / D)) * self._inv_rms
+
+
 class Dropout(Module):
     """Inverted dropout: in training, zero each unit with probability ``p`` and scale the rest
     by ``1/(1-p)``; in evaluation, the identity.
@@ -256,19 +318,59 @@ class GELU(Module):
         return F.gelu_backward(grad_output, self._x, self.approximate, gate=self._gate)
 
 
-ACTIVATIONS = {"gelu": GELU, "relu": ReLU}
+class SiLU(Module):
+    r"""SiLU (also called swish): :math:`\mathrm{silu}(a) = a\,\sigma(a)`, the gate of
+    SwiGLU (:class:`FeedForward` with ``activation="swiglu"``). No arguments, no parameters.
+
+    The sigmoid is computed as :math:`(1 + \tanh(a/2))/2`, the same number, which never
+    overflows. Backward: :math:`\mathrm{silu}'(a) = \sigma(a)\,(1 + a\,(1 - \sigma(a)))`.
+    """
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """Args: x: float, any shape. Returns: ``x * sigmoid(x)``, the same shape."""
+        sigmoid = 0.5 * (1.0 + np.tanh(0.5 * x))
+        self.save_for_backward(x=x, sigmoid=sigmoid)
+        return x * sigmoid
+
+    def backward(self, grad_output: np.ndarray) -> np.ndarray:
+        """Args: grad_output: dL/dy. Returns: dL/dx, the same shape."""
+        self.check_ready_for_backward()
+        return grad_output * self._sigmoid * (1.0 + self._x * (1.0 - self._sigmoid))
+
+
+ACTIVATIONS = {"gelu": GELU, "relu": ReLU}  # the one-activation networks (and the models' choices)
+FEED_FORWARD_ACTIVATIONS = (*ACTIVATIONS, "swiglu")
 
 
 class FeedForward(Module):
-    """Position-wise MLP: ``fc2(dropout(act(fc1(x))))``, ``d_model -> d_ff -> d_model``.
+    r"""Position-wise MLP, ``d_model -> d_ff -> d_model``.
+
+    * ``activation="gelu"`` or ``"relu"`` (GPT-2, the paper): ``fc2(dropout(act(fc1(x))))``.
+      Parameters ``fc1`` ``(d_model, d_ff)`` and ``fc2`` ``(d_ff, d_model)``.
+    * ``activation="swiglu"`` (Llama; notebook 14): a gated network,
+
+      .. math:: \mathrm{FFN}(x) = \big(\mathrm{silu}(x W_{gate}) \odot x W_{up}\big)\,
+          W_{down}
+
+      with three Linears: ``gate`` :math:`W_{gate}` ``(d_model, d_ff)``, ``fc1`` the up
+      projection :math:`W_{up}` ``(d_model, d_ff)``, ``fc2`` the down projection
+      :math:`W_{down}` ``(d_ff, d_model)``; dropout acts on the product. Three matrices
+      instead of two, so Llama takes ``d_ff`` about ``8/3 d_model`` (instead of
+      ``4 d_model``) for the same parameter count. ``act`` is the :class:`SiLU` of the gate.
+      Backward: with ``h = s * u`` (``s = silu(x W_gate)``, ``u = x W_up``, each
+      ``(..., d_ff)``), ``du = dh * s`` and ``ds = dh * u``, and ``dx`` is the sum of the
+      two branches' input gradients.
 
     Args:
         d_model: input and output features.
-        d_ff: hidden features (4 d_model in the paper and GPT-2).
-        activation: ``"gelu"`` or ``"relu"``.
-        dropout: drop probability after the activation (training only).
+        d_ff: hidden features (4 d_model in the paper and GPT-2; about 8/3 d_model for SwiGLU).
+        activation: ``"gelu"``, ``"relu"`` or ``"swiglu"``.
+        dropout: drop probability after the activation (after the gated product with
+            SwiGLU; training only).
+        bias: the Linears have biases (Llama has none: ``bias=False``).
         seed, rng: where the initial weights come from: a seed, or a ``np.random.Generator``
-            to draw from (a model passes its own); neither: fresh randomness.
+            to draw from (a model passes its own); neither: fresh randomness. ``fc1`` draws
+            first, then ``gate`` (SwiGLU only), then ``fc2``.
         dtype: the parameters' float dtype (``np.float32``; ``np.float64`` for gradient checks).
     """
 
@@ -278,24 +380,40 @@ class FeedForward(Module):
         d_ff: int,
         activation: str = "gelu",
         dropout: float = 0.0,
+        bias: bool = True,
         *,
         seed=None,
         rng=None,
         dtype=np.float32,
     ):
-        check_choice(activation, "activation", tuple(ACTIVATIONS))
+        check_choice(activation, "activation", FEED_FORWARD_ACTIVATIONS)
+        self.activation = activation
         rng = make_rng(seed, rng)
-        self.fc1 = Linear(d_model, d_ff, rng=rng, dtype=dtype)
-        self.act = ACTIVATIONS[activation]()
+        self.fc1 = Linear(d_model, d_ff, bias, rng=rng, dtype=dtype)
+        if activation == "swiglu":
+            self.gate = Linear(d_model, d_ff, bias, rng=rng, dtype=dtype)
+            self.act = SiLU()
+        else:
+            self.act = ACTIVATIONS[activation]()
         # named after this constructor's argument, not Dropout's own `p`
         self.dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
-        self.fc2 = Linear(d_ff, d_model, rng=rng, dtype=dtype)
+        self.fc2 = Linear(d_ff, d_model, bias, rng=rng, dtype=dtype)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """Args: x: float ``(..., d_model)``. Returns: ``(..., d_model)``."""
-        return self.fc2(self.dropout(self.act(self.fc1(x))))
+        if self.activation != "swiglu":
+            return self.fc2(self.dropout(self.act(self.fc1(x))))
+        gate = self.act(self.gate(x))  # silu(x W_gate) (..., d_ff)
+        up = self.fc1(x)  # x W_up (..., d_ff)
+        self.save_for_backward(gate=gate, up=up)
+        return self.fc2(self.dropout(gate * up))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """Args: grad_output: dL/dy ``(..., d_model)``. Returns: dL/dx ``(..., d_model)``."""
         grad = self.dropout.backward(self.fc2.backward(grad_output))
-        return self.fc1.backward(self.act.backward(grad))
+        if self.activation != "swiglu":
+            return self.fc1.backward(self.act.backward(grad))
+        self.check_ready_for_backward()
+        # h = gate * up: each factor's gradient is grad times the other factor
+        d_up, d_gate = grad * self._gate, grad * self._up
+        return self.fc1.backward(d_up) + self.gate.backward(self.act.backward(d_gate))

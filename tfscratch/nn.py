@@ -2,7 +2,17 @@
 
 from .attention import KVCache, MultiHeadAttention, merge_heads, split_heads
 from .blocks import DecoderBlock, EncoderBlock
-from .layers import GELU, Dropout, Embedding, FeedForward, LayerNorm, Linear, ReLU
+from .layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    FeedForward,
+    LayerNorm,
+    Linear,
+    ReLU,
+    RMSNorm,
+    SiLU,
+)
 from .loss import CrossEntropyLoss
 from .module import Module, Parameter
 from .positional import (
@@ -26,8 +36,10 @@ __all__ = [
     "Module",
     "MultiHeadAttention",
     "Parameter",
+    "RMSNorm",
     "ReLU",
     "RotaryPositionalEmbedding",
+    "SiLU",
     "SinusoidalPositionalEncoding",
     "merge_heads",
     "split_heads",
