@@ -11,11 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tfscratch import viz
 from tfscratch.viz import (
     BLOCKED_COLOUR,
     attention_grid,
     attention_heatmap,
     before_after_histograms,
+    log_axis,
     loss_curves,
     pca_2d,
     pca_scatter,
@@ -237,7 +239,7 @@ def test_scaling_plot_legend_reports_the_fitted_slope():
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == ["attention, slope 2.00", "reference, slope 2"]
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    assert ax.get_xlabel() == "T"
+    assert ax.get_xlabel() == "T (log scale)"
     measured, reference = ax.get_lines()
     np.testing.assert_array_equal(measured.get_xdata(), sizes)
     assert reference.get_linestyle() == "--"
@@ -287,3 +289,110 @@ def test_loss_curves_without_validation_column():
 def test_loss_curves_name_the_missing_column():
     with pytest.raises(ValueError, match="train_loss"):
         loss_curves(pd.DataFrame({"step": [0, 1]}))
+
+
+# --------------------------------------------------------------------------- every figure is labelled
+
+NOT_FIGURES = {"pca_2d", "log_axis"}  # a computation and an axis helper, tested on their own
+
+
+def _figure_examples():
+    """Each public figure function of tfscratch.viz, called as the notebooks call it."""
+    rng = np.random.default_rng(0)
+    history = pd.DataFrame(
+        {"step": [0, 10, 20], "train_loss": [3.0, 1.0, 0.2], "val_loss": [3.0, np.nan, 0.3]}
+    )
+    sizes = np.array([64, 128, 256, 512])
+    return {
+        "attention_heatmap": lambda: attention_heatmap(softmax_rows(rng.normal(size=(4, 4)))),
+        "attention_heatmap (scores)": lambda: attention_heatmap(
+            causal_scores(rng, 4), TOKENS, TOKENS
+        ),
+        "attention_grid": lambda: attention_grid(softmax_rows(rng.normal(size=(6, 4, 4))), ncols=4),
+        "before_after_histograms": lambda: before_after_histograms(
+            rng.normal(size=50), rng.normal(size=50)
+        ),
+        "pca_scatter": lambda: pca_scatter(rng.normal(size=(4, 6)), TOKENS),
+        "scaling_plot": lambda: scaling_plot(sizes, 3e-7 * sizes**2.0, xlabel="sequence length T"),
+        "loss_curves": lambda: loss_curves(history, baselines={"uniform": np.log(27)}),
+        "loss_curves (log scale)": lambda: loss_curves(history, log_scale=True),
+    }
+
+
+def _figure_of(drawn):
+    return drawn if isinstance(drawn, matplotlib.figure.Figure) else drawn.figure
+
+
+def test_every_figure_function_has_an_example_here():
+    figure_functions = set(viz.__all__) - NOT_FIGURES
+    covered = {name.split(" ")[0] for name in _figure_examples()}
+    assert figure_functions == covered, "a new tfscratch.viz figure function needs an example above"
+
+
+@pytest.mark.parametrize("name", list(_figure_examples()))
+def test_every_figure_labels_its_axes_colour_bars_and_log_scales(name):
+    fig = _figure_of(_figure_examples()[name]())
+    fig.canvas.draw()  # tick labels exist only once drawn
+    colorbar_axes = {image.colorbar.ax for ax in fig.axes for image in ax.images if image.colorbar}
+    panels = [ax for ax in fig.axes if ax not in colorbar_axes]
+    assert panels
+    for ax in panels:
+        spec = ax.get_subplotspec()
+        # A grid names its axes on the outer panels only (left column, bottom panel of a column).
+        column_below = [
+            other
+            for other in panels
+            if other.get_subplotspec().colspan.start == spec.colspan.start
+            and other.get_subplotspec().rowspan.start > spec.rowspan.start
+        ]
+        if not column_below:
+            assert ax.get_xlabel().strip(), f"{name}: a panel has no x label"
+        if spec.colspan.start == 0:
+            assert ax.get_ylabel().strip(), f"{name}: a panel has no y label"
+        for axis, label in ((ax.xaxis, ax.get_xlabel()), (ax.yaxis, ax.get_ylabel())):
+            if axis.get_scale() == "log":
+                assert "(log scale)" in label, f"{name}: log axis labelled {label!r}"
+                ticks = [text.get_text() for text in axis.get_ticklabels() if text.get_text()]
+                assert ticks, f"{name}: a log axis without tick labels"
+                for tick in ticks:
+                    float(tick)  # a plain number: no 10^k, no mathtext
+    for cax in colorbar_axes:
+        label = cax.get_ylabel() or cax.get_xlabel()
+        assert label.strip(), f"{name}: a colour bar without a label"
+
+
+def test_heatmap_colour_bar_says_what_the_colours_are(rng):
+    weights_ax = attention_heatmap(softmax_rows(rng.normal(size=(3, 3))))
+    scores_ax = attention_heatmap(causal_scores(rng, 3))
+    named_ax = attention_heatmap(
+        causal_scores(rng, 3), colorbar_label="score $q \\cdot k / \\sqrt{d}$"
+    )
+    assert weights_ax.images[0].colorbar.ax.get_ylabel() == "attention weight"
+    assert scores_ax.images[0].colorbar.ax.get_ylabel() == "value"
+    assert named_ax.images[0].colorbar.ax.get_ylabel().startswith("score")
+    fig = attention_grid(np.ones((2, 3, 3)) / 3, colorbar_label="weight")
+    assert fig.axes[-1].get_ylabel() == "weight"
+
+
+def test_log_axis_plain_ticks_and_label_said_once():
+    _, ax = plt.subplots()
+    ax.plot([1, 2, 3], [0.02, 0.3, 4.0])
+    ax.set_ylabel("time (ms)")
+    log_axis(ax, "y")
+    log_axis(ax, "y")  # idempotent
+    ax.figure.canvas.draw()
+    assert ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "time (ms) (log scale)"
+    ticks = [text.get_text() for text in ax.get_yticklabels() if text.get_text()]
+    assert {"0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"} <= set(ticks), ticks
+    with pytest.raises(ValueError, match="'x' or 'y'"):
+        log_axis(ax, "z")
+
+
+def test_loss_curves_name_nats_and_scaling_plot_says_log_scale():
+    ax = loss_curves(pd.DataFrame({"step": [0, 1], "train_loss": [2.0, 1.0]}))
+    assert ax.get_ylabel() == "cross-entropy loss (nats)"
+    sizes = np.array([16, 32, 64])
+    ax = scaling_plot(sizes, 1e-6 * sizes**2.0, xlabel="T")
+    assert ax.get_xlabel() == "T (log scale)" and ax.get_ylabel() == "time (s) (log scale)"
+    assert [text.get_text() for text in ax.get_xticklabels()] == ["16", "32", "64"]

@@ -7,6 +7,10 @@ test can read back what was drawn (``ax.images[0].get_array()``, tick labels, le
 
 Colour maps default to ``"viridis"``, which is perceptually uniform and readable with the
 common forms of colour blindness; ``"cividis"`` is a good alternative.
+
+Every figure names what its axes and colour bars measure (with the unit where there is one),
+and a logarithmic axis says "(log scale)" in its label and writes its ticks as plain numbers
+(0.5, 1, 2, 5, not 5x10^-1): see :func:`log_axis`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .timing import fit_loglog
 
@@ -24,6 +28,7 @@ __all__ = [
     "attention_grid",
     "attention_heatmap",
     "before_after_histograms",
+    "log_axis",
     "loss_curves",
     "pca_2d",
     "pca_scatter",
@@ -52,6 +57,7 @@ def attention_heatmap(
     vmin: float | None = None,
     vmax: float | None = None,
     annotate: bool = False,
+    colorbar_label: str | None = None,
 ):
     """Draw one attention matrix: row ``i`` is query ``i``, column ``j`` is key ``j``.
 
@@ -68,6 +74,9 @@ def attention_heatmap(
         cmap: a matplotlib colormap name or object.
         vmin, vmax: colour-scale limits; ``None`` uses the finite min / max.
         annotate: write each value in its cell (``-inf`` cells read "-∞").
+        colorbar_label: what the colours measure; ``None`` says "attention weight" when
+            every finite entry lies in [0, 1] (weights after softmax) and "value" otherwise
+            (scores, outputs: pass a better name).
 
     Returns:
         The Axes. Its image is ``ax.images[0]`` (data ``ax.images[0].get_array()``, a masked
@@ -79,7 +88,7 @@ def attention_heatmap(
     image = _draw_heatmap(
         ax, values, query_labels, key_labels, cmap=cmap, vmin=vmin, vmax=vmax, annotate=annotate
     )
-    ax.figure.colorbar(image, ax=ax)
+    ax.figure.colorbar(image, ax=ax, label=_colorbar_label(values, colorbar_label))
     if title is not None:
         ax.set_title(title)
     return ax
@@ -95,6 +104,7 @@ def attention_grid(
     cmap="viridis",
     vmin: float | None = None,
     vmax: float | None = None,
+    colorbar_label: str | None = None,
 ):
     """Draw every head's attention matrix side by side, on one shared colour scale.
 
@@ -109,6 +119,7 @@ def attention_grid(
         suptitle: figure title.
         cmap, vmin, vmax: as in :func:`attention_heatmap`; limits default to the finite
             min / max over all heads.
+        colorbar_label: as in :func:`attention_heatmap`.
 
     Returns:
         The Figure; ``fig.axes[:H]`` are the heads, the last axes is the colour bar.
@@ -145,7 +156,9 @@ def attention_grid(
             ax.set_xlabel("")
     for unused in flat_axes[n_heads:]:
         unused.remove()
-    fig.colorbar(image, ax=flat_axes[:n_heads].tolist())
+    fig.colorbar(
+        image, ax=flat_axes[:n_heads].tolist(), label=_colorbar_label(values, colorbar_label)
+    )
     if suptitle is not None:
         fig.suptitle(suptitle)
     return fig
@@ -160,6 +173,14 @@ def _as_masked_matrix(weights, name: str) -> np.ma.MaskedArray:
         hint = " (for several heads use attention_grid)" if values.ndim == 3 else ""
         raise ValueError(f"{name} must be (T_q, T_k), got shape {values.shape}{hint}")
     return values
+
+
+def _colorbar_label(values: np.ma.MaskedArray, label: str | None) -> str:
+    if label is not None:
+        return label
+    finite = values.compressed()
+    is_weights = finite.size > 0 and finite.min() >= 0.0 and finite.max() <= 1.0
+    return "attention weight" if is_weights else "value"
 
 
 def _colour_limits(values: np.ma.MaskedArray, vmin, vmax) -> tuple[float, float]:
@@ -317,6 +338,7 @@ def before_after_histograms(
     labels: tuple[str, str] = ("before", "after"),
     bins: int = 50,
     title: str | None = None,
+    xlabel: str = "value",
 ):
     """Two side-by-side histograms, e.g. activations before and after LayerNorm.
 
@@ -328,6 +350,7 @@ def before_after_histograms(
         labels: panel names.
         bins: number of bins per histogram.
         title: figure title.
+        xlabel: what the values are (both panels); the y axes count them.
 
     Returns:
         The Figure, with two Axes (``fig.axes``).
@@ -337,8 +360,8 @@ def before_after_histograms(
         values = np.asarray(data, dtype=np.float64).ravel()
         ax.hist(values, bins=bins, color=colour, alpha=0.85)
         ax.set_title(f"{label}\nmean {values.mean():.2f}, std {values.std():.2f}")
-        ax.set_xlabel("value")
-        ax.set_ylabel("count")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count (entries per bin)")
     if title is not None:
         fig.suptitle(title)
     return fig
@@ -356,7 +379,7 @@ def scaling_plot(
     reference_exponent: float | None = 2,
     fit_last: int | None = None,
     xlabel: str = "size",
-    ylabel: str = "seconds",
+    ylabel: str = "time (s)",
 ):
     """Measured cost against size on log-log axes, with its fitted slope.
 
@@ -376,7 +399,7 @@ def scaling_plot(
         reference_exponent: slope of the dashed reference line; ``None`` draws none.
         fit_last: fit the slope on the ``fit_last`` largest sizes only (small sizes are
             dominated by overhead); ``None`` fits all.
-        xlabel, ylabel: axis labels.
+        xlabel, ylabel: axis labels; both axes are logarithmic, so " (log scale)" is added.
 
     Returns:
         The Axes.
@@ -401,17 +424,25 @@ def scaling_plot(
         )
     # Tick at the measured sizes themselves (usually powers of two), written as plain numbers:
     # matplotlib's default minor labels on a log axis (3x10^1, 4x10^1, ...) overlap.
-    ax.set_xticks(sizes, labels=[f"{size:g}" for size in sizes])
-    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
+    log_axis(ax, "y")
+    log_axis(ax, "x")
+    ax.set_xticks(sizes, labels=[f"{size:g}" for size in sizes])
     ax.legend()
     if title is not None:
         ax.set_title(title)
     return ax
 
 
-def loss_curves(history, baselines: Mapping[str, float] | None = None, ax=None, title=None):
+def loss_curves(
+    history,
+    baselines: Mapping[str, float] | None = None,
+    ax=None,
+    title=None,
+    ylabel: str = "cross-entropy loss (nats)",
+    log_scale: bool = False,
+):
     """Training (and validation) loss against step, with reference losses as dashed lines.
 
     Args:
@@ -422,6 +453,10 @@ def loss_curves(history, baselines: Mapping[str, float] | None = None, ax=None, 
             it is below them.
         ax: Axes to draw on; ``None`` makes a new figure.
         title: Axes title.
+        ylabel: the y axis label; losses of the course are natural-log cross-entropies, in
+            nats (1 nat = 1/ln 2 = 1.44 bits).
+        log_scale: a logarithmic loss axis (:func:`log_axis`: plain-number ticks, "(log
+            scale)" in the label), for losses that fall over several orders of magnitude.
 
     Returns:
         The Axes.
@@ -446,9 +481,49 @@ def loss_curves(history, baselines: Mapping[str, float] | None = None, ax=None, 
             color=BASELINE_COLOURS[index % len(BASELINE_COLOURS)],
             label=f"{name} ({value:.2f})",
         )
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    if log_scale:
+        log_axis(ax, "y")
     ax.legend()
     if title is not None:
         ax.set_title(title)
     return ax
+
+
+def log_axis(ax, which: str = "y"):
+    """Make one axis of ``ax`` logarithmic and readable: plain-number ticks and a label that
+    says so.
+
+    Matplotlib's default log ticks read 10^0, 4x10^-1, ... and nothing on the axis says it is
+    logarithmic. Here the major ticks sit at 1, 2 and 5 times each power of ten and are written
+    as plain numbers (0.05, 0.1, 0.2, 0.5, 1, 2, ...), the minor ticks carry no text, and
+    " (log scale)" is appended to the axis label (once).
+
+    Args:
+        ax: the Axes.
+        which: ``"x"`` or ``"y"``.
+
+    Returns:
+        The Axes.
+    """
+    if which not in ("x", "y"):
+        raise ValueError(f"which must be 'x' or 'y', got {which!r}")
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(_plain_number))
+    axis.set_minor_formatter(NullFormatter())
+    label = axis.get_label_text()
+    if "(log scale)" not in label:
+        axis.set_label_text(f"{label} (log scale)" if label else "(log scale)")
+    return ax
+
+
+def _plain_number(value: float, _position=None) -> str:
+    """A tick value as a plain decimal: 0.0002, 0.5, 3, 2000 (never 2x10^-4)."""
+    if value == 0 or not np.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, -int(np.floor(np.log10(abs(value)) + 1e-9)))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
