@@ -6,7 +6,8 @@ Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 ``tfscratch.generation`` (``generate``, ``translate`` and their helpers), ``tfscratch.data``
 (the data sets), ``tfscratch.batching`` (padding and batches), ``tfscratch.tokenizers``,
 ``tfscratch.train``, ``tfscratch.progress``, ``tfscratch.viz``, ``tfscratch.widgets``,
-``tfscratch.timing``, ``tfscratch.baselines``, and ``tfscratch.tiled_attention`` (a teaching
+``tfscratch.timing``, ``tfscratch.baselines``, ``tfscratch.inspect`` (activations, hooks
+and their gradients, notebook 15), and ``tfscratch.tiled_attention`` (a teaching
 module of notebook 13, not used by the models).
 
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
@@ -30,6 +31,7 @@ _LAZY_SUBMODULES = {
     "baselines",
     "batching",
     "data",
+    "inspect",
     "pretrained",
     "progress",
     "tiled_attention",

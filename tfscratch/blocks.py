@@ -144,6 +144,7 @@ class TransformerBlock(Module):
             h = x + self.attn_resid_dropout(self.attn(self.ln1(x), **attn_options))
             if self.has_cross_attention:
                 h = h + self.cross_resid_dropout(self.cross_attn(self.ln2(h), **cross_options))
+            h = self.hook_resid_mid(h)
             if not self.has_feed_forward:
                 return h
             return h + self.ffn_resid_dropout(self.ffn(self.ffn_norm(h)))
@@ -154,6 +155,19 @@ class TransformerBlock(Module):
         if not self.has_feed_forward:
             return h
         return self.ffn_norm(h + self.ffn_resid_dropout(self.ffn(h)))
+
+    def hook_resid_mid(self, h):
+        """The identity: the pre-LN residual stream between the attention sublayer(s) and the
+        feed-forward passes through here, so :mod:`tfscratch.inspect` can read or replace it
+        (it wraps this method on one block for the length of a call).
+
+        Args:
+            h: ``(B, T, D)``.
+
+        Returns:
+            ``h`` itself.
+        """
+        return h
 
     def backward(self, grad_output):
         """The sublayers in reverse, each residual shortcut adding its gradient.

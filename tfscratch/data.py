@@ -5,6 +5,8 @@
 * ``number_pairs`` / ``split_numbers``: numbers written out in two languages (``num2words``),
   the corpus of the translation model; ``toy_translation_pairs``: the three toy sentences.
 * ``majority_dataset``: a synthetic classification task (which token is most frequent?).
+* ``repeated_random_tokens``: random token sequences written twice, the task on which
+  induction heads form (notebook 15).
 * ``train_val_test_split``: shuffle a data set and cut it into three parts.
 
 Turning texts into padded arrays and batches is :mod:`tfscratch.batching`'s job. Everything
@@ -28,6 +30,7 @@ __all__ = [
     "load_names",
     "majority_dataset",
     "number_pairs",
+    "repeated_random_tokens",
     "split_numbers",
     "toy_translation_pairs",
     "train_val_test_split",
@@ -318,3 +321,47 @@ def majority_dataset(
     counts = np.bincount((X + row_offsets).ravel(), minlength=n * vocab).reshape(n, vocab)
     y = counts.argmax(axis=1).astype(np.int64)  # argmax returns the first maximum: smallest id
     return X, y
+
+
+# -- repeated random sequences (induction heads) -------------------------------------------
+
+
+def repeated_random_tokens(
+    n: int, seq_len: int, vocab_size: int, seed: int | None = 0, bos: int | None = None
+) -> np.ndarray:
+    """Random token sequences, each written twice: ``[r_1 .. r_L, r_1 .. r_L]``.
+
+    The first half cannot be predicted (every token is a fresh uniform draw); the second half
+    can, by a model that finds the earlier copy of the current token and reads the token after
+    it: what an induction head does (notebook 15).
+
+    Args:
+        n: the number of sequences.
+        seq_len: ``L``, the length of the random part (each sequence holds it twice).
+        vocab_size: the model's number of ids; tokens are drawn uniformly from
+            ``0 .. vocab_size - 1``, leaving out ``bos`` when it is given.
+        seed: seed of the draw (None: fresh randomness).
+        bos: an id to put in front of every sequence (a fixed first token the attention can
+            rest on), or None for none.
+
+    Returns:
+        int64 ``(n, 2 * seq_len)``, or ``(n, 1 + 2 * seq_len)`` with ``bos`` (then column 0 is
+        ``bos`` and the two copies are columns ``1 .. L`` and ``L + 1 .. 2 L``). Feed
+        ``tokens[:, :-1]`` to predict ``tokens[:, 1:]``.
+    """
+    n = check_int(n, "n", minimum=1)
+    seq_len = check_int(seq_len, "seq_len", minimum=1)
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=2 if bos is None else 3)
+    if bos is not None:
+        bos = check_int(bos, "bos", minimum=0)
+        if bos >= vocab_size:
+            raise ValueError(f"bos={bos} must be an id below vocab_size={vocab_size}")
+    rng = np.random.default_rng(check_seed(seed))
+    n_choices = vocab_size - (bos is not None)
+    random_part = rng.integers(0, n_choices, size=(n, seq_len), dtype=np.int64)
+    if bos is not None:
+        random_part += random_part >= bos  # skip the bos id: ids above it move up by one
+    tokens = np.concatenate([random_part, random_part], axis=1)
+    if bos is not None:
+        tokens = np.concatenate([np.full((n, 1), bos, dtype=np.int64), tokens], axis=1)
+    return tokens
