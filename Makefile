@@ -37,8 +37,8 @@ NO_NBGRADER_SERVER := --ServerApp.jpserver_extensions="{\
 'nbgrader.server_extensions.course_list': False, \
 'nbgrader.server_extensions.validate_assignment': False}"
 
-.PHONY: lab formgrader test test-package test-notebooks test-browser test-binder notebooks \
-	bench bench-memory assignments lint clean
+.PHONY: lab formgrader test test-package test-notebooks test-grading test-browser test-binder \
+	notebooks 	bench bench-memory assignments exercises lint clean
 
 # The venv is ready when pip is in it. Python's venv module installs pip with ensurepip, which
 # some systems ship apart (Debian and Ubuntu: python3-venv); without it `python3 -m venv`
@@ -95,7 +95,12 @@ formgrader: $(CLASSROOM_INSTALLED)
 test: lint test-package test-notebooks
 
 test-package: $(DEV_INSTALLED)
-	$(BIN)/python -m pytest tests -m "not lab and not binder and not hub"
+	$(BIN)/python -m pytest tests -m "not lab and not binder and not hub and not grading"
+
+## test-grading: nbgrader's round trip (release, autograde, feedback) for the notebooks that
+## train a model: the instructor's answers score full marks, an untouched copy 0 (minutes)
+test-grading: $(DEV_INSTALLED)
+	$(BIN)/python -m pytest tests/test_assignments.py -m grading
 
 ## test-browser: the course in JupyterLab in headless Chromium (apt: chromium chromium-driver),
 ## and `make lab` started as an unprivileged user; screenshots in build/browser/
@@ -137,6 +142,27 @@ assignments: $(CLASSROOM_INSTALLED)
 	cp classroom/nbgrader_config.py $(CLASSROOM)/nbgrader_config.py
 	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
+
+## exercises: blank copies of the notebooks (the answers taken out, as nbgrader's student
+## versions) in build/exercises/, to work without the answers: make lab LAB_DIR=build/exercises
+# A copy you already have is kept (your work is not overwritten): delete it for a fresh one.
+EXERCISES := build/exercises
+exercises: $(CLASSROOM_INSTALLED)
+	rm -rf $(EXERCISES)/.nbgrader && mkdir -p $(EXERCISES)/.nbgrader
+	@for nb in $(NOTEBOOKS); do \
+		name=$$(basename $$nb .ipynb); mkdir -p $(EXERCISES)/.nbgrader/source/$$name && \
+		cp $$nb $(EXERCISES)/.nbgrader/source/$$name/; \
+	done
+	echo 'get_config().CourseDirectory.course_id = "tfscratch"' > $(EXERCISES)/.nbgrader/nbgrader_config.py
+	cd $(EXERCISES)/.nbgrader && PATH="$(abspath $(BIN)):$$PATH" \
+		$(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
+	@for nb in $(NOTEBOOKS); do \
+		name=$$(basename $$nb .ipynb); \
+		if [ -e $(EXERCISES)/$$name.ipynb ]; then echo "kept your $(EXERCISES)/$$name.ipynb"; \
+		else cp $(EXERCISES)/.nbgrader/release/$$name/$$name.ipynb $(EXERCISES)/; fi; \
+	done
+	rm -rf $(EXERCISES)/.nbgrader
+	@echo "blank notebooks in $(EXERCISES)/: open them with make lab LAB_DIR=$(EXERCISES)"
 
 ## hub: (instructors, as root) a JupyterHub on this machine to try the class: local accounts,
 ## nbgrader's exchange, the Assignments tab for students and the formgrader for the instructor

@@ -1,9 +1,14 @@
 """`make assignments` makes student notebooks with nbgrader: solutions out, checks kept.
 
-The test runs the same nbgrader command as the Makefile on one short notebook, then
-executes the student version in a kernel (only up to its last checking cell, so no
-training runs) and shows that every checking cell fails until the exercises are solved,
-while the same cells pass in the notebook with the solutions.
+The test runs the same nbgrader command as the Makefile on every notebook and shows that each
+exercise keeps its scaffold (the `def` line and docstring, then the stub and nothing after it);
+it executes one short student version in a kernel (only up to its last checking cell) and shows
+that every checking cell fails until the exercises are solved, while the same cells pass in the
+notebook with the solutions. Then the grading round trip: release, submit, autograde and
+feedback for every notebook with exercises, where the instructor's answers get full marks and
+an untouched student version 0. Autograding executes whole notebooks, so the notebooks that
+train a model (07, 09-12, 14, 15: minutes) are graded under the `grading` marker
+(`make test-grading`); the others (about a minute and a half each way) with `make test`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 SHORT_NOTEBOOK = ROOT / "notebooks" / "02_softmax_and_loss.ipynb"
 BIN = Path(sys.executable).parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# The notebooks that train a model (notebooks/README's list): their round trip takes minutes.
+TRAINING = {"07", "09", "10", "11", "12", "14", "15"}
 
 
 def nbgrader_role(cell) -> str | None:
@@ -49,6 +57,60 @@ def student_notebook(tmp_path_factory) -> nbformat.NotebookNode:
         capture_output=True,
     )
     return nbformat.read(course / "release" / assignment / SHORT_NOTEBOOK.name, as_version=4)
+
+
+def has_exercises(path: Path) -> bool:
+    return any(nbgrader_role(cell) for cell in nbformat.read(path, as_version=4).cells)
+
+
+@pytest.fixture(scope="module")
+def released_course(tmp_path_factory) -> Path:
+    """`nbgrader generate_assignment` over every notebook, as `make assignments` runs it."""
+    course = tmp_path_factory.mktemp("released")
+    for path in NOTEBOOKS:
+        (course / "source" / path.stem).mkdir(parents=True)
+        shutil.copy(path, course / "source" / path.stem)
+    shutil.copy(ROOT / "classroom" / "nbgrader_config.py", course / "nbgrader_config.py")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(
+        [BIN / "nbgrader", "generate_assignment", "*", "--force", "--log-level=WARN"],
+        cwd=course,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return course
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_student_version_keeps_each_exercise_scaffold(released_course, path):
+    """What stays of each answer cell: everything above `### BEGIN SOLUTION` (the def line and
+    the docstring), then nbgrader's stub, and no line of code after it in the function."""
+    source = nbformat.read(path, as_version=4)
+    student = nbformat.read(released_course / "release" / path.stem / path.name, as_version=4)
+    student_answers = {
+        c.metadata.nbgrader.grade_id: c.source
+        for c in student.cells
+        if nbgrader_role(c) == "solution"
+    }
+    for cell in source.cells:
+        if nbgrader_role(cell) != "solution":
+            continue
+        grade_id = cell.metadata.nbgrader.grade_id
+        stub = student_answers[grade_id]
+        scaffold = cell.source.split("### BEGIN SOLUTION")[0]
+        assert scaffold.strip() and stub.startswith(scaffold), (
+            f"{grade_id}: the student version lost the scaffold above the solution:\n{stub}"
+        )
+        lines = stub.splitlines()
+        raise_at = max(n for n, line in enumerate(lines) if "raise NotImplementedError()" in line)
+        indent = len(lines[raise_at]) - len(lines[raise_at].lstrip())
+        dead = [
+            line
+            for line in lines[raise_at + 1 :]
+            if line.strip() and len(line) - len(line.lstrip()) >= indent and indent > 0
+        ]
+        assert not dead, f"{grade_id}: code after the stub that never runs: {dead}"
 
 
 def up_to_last_check(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -122,7 +184,6 @@ def test_checking_cells_fail_until_solved_and_pass_with_the_solutions(student_no
 
 # -- the grading round trip: release, submit, autograde, feedback --------------------------
 
-GRADED_NOTEBOOKS = [SHORT_NOTEBOOK, ROOT / "notebooks" / "03_layernorm_dropout_gelu.ipynb"]
 COURSE_CONFIG = ROOT / "classroom" / "nbgrader_config.py"
 
 
@@ -147,16 +208,26 @@ def solved(student: nbformat.NotebookNode, source: nbformat.NotebookNode):
     return student
 
 
-@pytest.fixture(scope="module")
-def graded_course(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """A course with two assignments, a student who solved them and one who did nothing."""
-    course = tmp_path_factory.mktemp("grading")
+GROUPS = {
+    "short": [p for p in NOTEBOOKS if p.name[:2] not in TRAINING and has_exercises(p)],
+    "training": [p for p in NOTEBOOKS if p.name[:2] in TRAINING and has_exercises(p)],
+}
+
+
+@pytest.fixture(
+    scope="module", params=["short", pytest.param("training", marks=pytest.mark.grading)]
+)
+def graded_course(request, tmp_path_factory) -> tuple[Path, dict[str, str], list[Path]]:
+    """A course with the group's assignments, a student who solved them and one who did
+    nothing (nbgrader's student version as released)."""
+    notebooks = GROUPS[request.param]
+    course = tmp_path_factory.mktemp(f"grading-{request.param}")
     shutil.copy(COURSE_CONFIG, course / "nbgrader_config.py")
-    for notebook in GRADED_NOTEBOOKS:
+    for notebook in notebooks:
         (course / "source" / notebook.stem).mkdir(parents=True)
         shutil.copy(notebook, course / "source" / notebook.stem)
     logs = {"generate_assignment": nbgrader(course, "generate_assignment", "*", "--force").stderr}
-    for notebook in GRADED_NOTEBOOKS:
+    for notebook in notebooks:
         released = course / "release" / notebook.stem / notebook.name
         for student in ("diligent", "idle"):
             folder = course / "submitted" / student / notebook.stem
@@ -171,10 +242,10 @@ def graded_course(tmp_path_factory) -> tuple[Path, dict[str, str]]:
         logs[f"feedback {notebook.stem}"] = nbgrader(
             course, "generate_feedback", notebook.stem
         ).stderr
-    return course, logs
+    return course, logs, notebooks
 
 
-def scores(course: Path) -> dict[tuple[str, str], tuple[float, float]]:
+def scores(course: Path, notebooks: list[Path]) -> dict[tuple[str, str], tuple[float, float]]:
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
@@ -183,28 +254,33 @@ def scores(course: Path) -> dict[tuple[str, str], tuple[float, float]]:
                 gradebook.find_submission(notebook.stem, student).score,
                 gradebook.find_submission(notebook.stem, student).max_score,
             )
-            for notebook in GRADED_NOTEBOOKS
+            for notebook in notebooks
             for student in ("diligent", "idle")
         }
 
 
+def test_every_notebook_with_exercises_is_graded():
+    graded = {p for group in GROUPS.values() for p in group}
+    assert graded == {p for p in NOTEBOOKS if has_exercises(p)} and len(graded) >= 13
+
+
 def test_a_correct_submission_scores_full_marks(graded_course):
-    course, _ = graded_course
-    for (assignment, student), (score, max_score) in scores(course).items():
+    course, _, notebooks = graded_course
+    for (assignment, student), (score, max_score) in scores(course, notebooks).items():
         if student == "diligent":
             assert max_score >= 2 and score == max_score, (assignment, score, max_score)
 
 
 def test_an_untouched_submission_scores_zero(graded_course):
-    course, _ = graded_course
-    for (assignment, student), (score, max_score) in scores(course).items():
+    course, _, notebooks = graded_course
+    for (assignment, student), (score, max_score) in scores(course, notebooks).items():
         if student == "idle":
             assert max_score >= 2 and score == 0, (assignment, score, max_score)
 
 
 def test_every_student_gets_html_feedback_with_the_score_and_described_figures(graded_course):
-    course, _ = graded_course
-    for notebook in GRADED_NOTEBOOKS:
+    course, _, notebooks = graded_course
+    for notebook in notebooks:
         for student in ("diligent", "idle"):
             html = course / "feedback" / student / notebook.stem / f"{notebook.stem}.html"
             page = html.read_text()
@@ -222,7 +298,7 @@ NOT_OURS = ("Kernel is running over TCP without encryption",)
 
 
 def test_grading_prints_no_warning_of_ours(graded_course):
-    _, logs = graded_course
+    _, logs, _ = graded_course
     for step, log in logs.items():
         assert "SAWarning" not in log, f"{step}:\n{log}"
         warnings = [

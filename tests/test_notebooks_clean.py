@@ -93,8 +93,13 @@ def test_the_notebooks_folder_holds_only_the_course():
 
 
 @pytest.fixture(params=PATHS, ids=lambda path: path.stem)
-def notebook(request):
-    return read(request.param)
+def notebook_path(request):
+    return request.param
+
+
+@pytest.fixture
+def notebook(notebook_path):
+    return read(notebook_path)
 
 
 def test_notebook_is_valid_nbformat(notebook):
@@ -177,7 +182,9 @@ def test_cells_keep_only_nbgrader_and_tags_metadata(notebook):
         for index, cell in enumerate(notebook.cells)
         if cell.metadata.get("jupyter", {"source_hidden": True}) != {"source_hidden": True}
     }
-    assert not view_state, f"cells with JupyterLab view state other than source_hidden: {view_state}"
+    assert not view_state, (
+        f"cells with JupyterLab view state other than source_hidden: {view_state}"
+    )
 
 
 def test_every_code_cell_was_executed_once_top_to_bottom(notebook):
@@ -335,3 +342,200 @@ def test_exercise_ids_are_unique_across_the_course():
     ]
     duplicates = sorted({grade_id for grade_id in ids if ids.count(grade_id) > 1})
     assert not duplicates
+
+
+# -- the exercises (issue 23): what a learner and nbgrader's student version need -----------
+#
+# An exercise is [markdown] [scaffold code cells without nbgrader metadata, optional]
+# [solution cell] [check cell]. The markdown cell starts with `### Exercise N: title`
+# (N = 1, 2, ... in order), says how hard and how long, and ends with the "try it first" line;
+# the solution cell is committed collapsed. Scaffold outside the markers: every
+# `### BEGIN SOLUTION` sits inside a function whose `def` line and docstring stay in the
+# student version, so a learner meets the name, the arguments and what to return, and the
+# stub `raise NotImplementedError()` has nothing after it in the function. Decision: an answer
+# is never a bare top-level assignment, not even a number (`answer = ...` between markers
+# leaves the student no name to fill in but the variable, and a placeholder before the markers
+# is dead); a number is what a function returns (`def measured_ratio(): ...`).
+
+EXERCISE_HEADING = re.compile(r"^### Exercise (\d+): \S")
+DIFFICULTY = re.compile(r"^\*Difficulty: [123]/3 · about \d+ minutes\.\*$", re.MULTILINE)
+TRY_IT_FIRST = (
+    "*Try it first: the solution cell below is collapsed; click the bar at its left to open it.*"
+)
+GRADE_ID = re.compile(r"^nb(\d\d)-ex(\d+)-[a-z0-9]+(-[a-z0-9]+)*$")
+# Markdown that speaks about the test machinery instead of the learner's material.
+TEST_TALK = re.compile(
+    r"nbval|stored run|\bCI\b|\bthe (notebook |package's (own )?)?tests\b|by the tests|"
+    r"\bunit tests?\b|excluded from the (notebook )?tests",
+    re.IGNORECASE,
+)
+
+
+def exercises(nb: nbformat.NotebookNode) -> list[tuple[int, int, int]]:
+    """(markdown index, solution index, check index) of every exercise, in order.
+
+    The markdown index is -1 when no markdown cell precedes the solution."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if not cell.metadata.get("nbgrader", {}).get("solution"):
+            continue
+        before = index - 1
+        while (
+            before >= 0
+            and nb.cells[before].cell_type == "code"
+            and "nbgrader" not in nb.cells[before].metadata
+        ):
+            before -= 1
+        if before >= 0 and nb.cells[before].cell_type != "markdown":
+            before = -1
+        found.append((before, index, index + 1))
+    return found
+
+
+def solution_problems(source: str) -> list[str]:
+    """What keeps a solution cell's student version from being a scaffold (empty if fine)."""
+    import ast
+
+    lines = source.splitlines()
+    begins = [n for n, line in enumerate(lines, 1) if line.strip() == "### BEGIN SOLUTION"]
+    ends = [n for n, line in enumerate(lines, 1) if line.strip() == "### END SOLUTION"]
+    if not begins or len(begins) != len(ends):
+        return ["needs matching `### BEGIN SOLUTION` / `### END SOLUTION` lines"]
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        return [f"does not parse: {error}"]
+    functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    problems = []
+    for begin, end in zip(begins, ends, strict=True):
+        indent = len(lines[begin - 1]) - len(lines[begin - 1].lstrip())
+        inside = [f for f in functions if f.lineno < begin < f.end_lineno and f.col_offset < indent]
+        if not inside:
+            problems.append(
+                f"the solution at line {begin} is not inside a function: keep the `def` line "
+                "and its docstring above the markers (a number answer is what a function returns)"
+            )
+            continue
+        function = min(inside, key=lambda f: f.end_lineno - f.lineno)  # the innermost
+        if ast.get_docstring(function) is None:
+            problems.append(
+                f"`{function.name}` has no docstring: say the shapes and what to return there"
+            )
+        after = [
+            line
+            for line in lines[end : function.end_lineno]
+            if line.strip() and not line.strip().startswith("#")
+        ]
+        if after:
+            problems.append(
+                f"`{function.name}` has code after `### END SOLUTION` that the student "
+                f"version's `raise NotImplementedError()` leaves dead: {after[0].strip()!r}"
+            )
+    return problems
+
+
+def check_problems(source: str) -> list[str]:
+    """The check's first assert explains: it carries a message for the student."""
+    import ast
+
+    asserts = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assert)]
+    if not asserts:
+        return ["has no `assert` statement"]
+    first = min(asserts, key=lambda node: (node.lineno, node.col_offset))
+    if first.msg is None:
+        return [
+            (
+                f"its first assert (line {first.lineno}) has no message: assert the most "
+                "explanatory fact first, with a message that tells the student what is wrong"
+            )
+        ]
+    return []
+
+
+def test_exercise_rules(notebook_path):
+    """exercise_rules.md, cell by cell: heading, numbering, difficulty, try-it-first, grade
+    ids, collapsed solution, scaffold outside the markers, no dead code, an explaining check."""
+    nb = read(notebook_path)
+    number = notebook_path.name[:2]
+    problems = []
+    found = exercises(nb)
+    for n, (md_index, solution_index, check_index) in enumerate(found, start=1):
+        where = f"solution cell {solution_index}"
+        if md_index < 0:
+            problems.append(f"{where}: no markdown cell right before it (scaffold cells aside)")
+        else:
+            text = nb.cells[md_index].source.strip()
+            heading = EXERCISE_HEADING.match(text)
+            if not heading:
+                problems.append(
+                    f"{where}: its markdown cell {md_index} must start with "
+                    f"`### Exercise {n}: <title>`, starts {text.splitlines()[0][:60]!r}"
+                )
+            elif int(heading.group(1)) != n:
+                problems.append(f"{where}: headed Exercise {heading.group(1)}, should be {n}")
+            if not DIFFICULTY.search(text):
+                problems.append(
+                    f"{where}: markdown cell {md_index} lacks the line "
+                    "`*Difficulty: D/3 · about M minutes.*`"
+                )
+            if text.splitlines()[-1].strip() != TRY_IT_FIRST:
+                problems.append(f"{where}: markdown cell {md_index} must end with {TRY_IT_FIRST}")
+        solution = nb.cells[solution_index]
+        grade_id = solution.metadata["nbgrader"].get("grade_id", "")
+        match = GRADE_ID.match(grade_id)
+        if not match or match.group(1) != number or int(match.group(2)) != n:
+            problems.append(
+                f"{where}: grade id {grade_id!r} should look like nb{number}-ex{n}-slug"
+            )
+        if solution.metadata.get("jupyter") != {"source_hidden": True}:
+            problems.append(f"{where}: not collapsed (metadata jupyter.source_hidden: true)")
+        problems += [f"{where}: {p}" for p in solution_problems(solution.source)]
+        if check_index >= len(nb.cells):
+            problems.append(f"{where}: no check cell after it")
+            continue
+        check = nb.cells[check_index]
+        check_meta = check.metadata.get("nbgrader", {})
+        if not check_meta.get("grade"):
+            problems.append(f"{where}: the next cell is not a graded check cell")
+            continue
+        if check_meta.get("grade_id") != f"{grade_id}-check":
+            problems.append(
+                f"check cell {check_index}: grade id {check_meta.get('grade_id')!r}, "
+                f"should be {grade_id + '-check'!r}"
+            )
+        problems += [f"check cell {check_index}: {p}" for p in check_problems(check.source)]
+    headings = [
+        index
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "markdown"
+        and re.search(r"^#+ *(Exercise|Your turn \d)", cell.source, re.MULTILINE)
+    ]
+    orphans = sorted(set(headings) - {md for md, _, _ in found})
+    if orphans:
+        problems.append(
+            f"markdown cells {orphans} head an exercise that has no solution cell after them"
+        )
+    assert not problems, "\n".join(problems)
+
+
+def test_markdown_does_not_speak_about_the_test_machinery(notebook_path):
+    nb = read(notebook_path)
+    talk = {
+        index: match.group(0)
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "markdown" and (match := TEST_TALK.search(cell.source))
+    }
+    assert not talk, f"markdown cells speak about tests: {talk}"
+
+
+def test_exercise_rules_catch_a_bad_solution_cell():
+    good = 'def f(x):\n    """Return x + 1."""\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n'
+    assert solution_problems(good) == []
+    top_level = "### BEGIN SOLUTION\nanswer = 3\n### END SOLUTION\n"
+    assert "not inside a function" in solution_problems(top_level)[0]
+    no_doc = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
+    assert "no docstring" in solution_problems(no_doc)[0]
+    dead = good.replace("return x + 1", "y = x + 1") + "    return y\n"
+    assert "leaves dead" in solution_problems(dead)[0]
+    assert check_problems("assert f(1) == 2, 'f(1) should be 2'\nassert f(2) == 3") == []
+    assert "no message" in check_problems("y = f(1)\nassert y == 2\nassert f(2) == 3, 'x'")[0]
