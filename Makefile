@@ -38,7 +38,7 @@ NO_NBGRADER_SERVER := --ServerApp.jpserver_extensions="{\
 'nbgrader.server_extensions.validate_assignment': False}"
 
 .PHONY: lab formgrader test test-package test-notebooks test-grading test-browser test-binder \
-	notebooks 	bench bench-memory assignments exercises lint clean
+	notebooks bench bench-memory assignments exercises lint clean
 
 # The venv is ready when pip is in it. Python's venv module installs pip with ensurepip, which
 # some systems ship apart (Debian and Ubuntu: python3-venv); without it `python3 -m venv`
@@ -132,6 +132,14 @@ bench: $(DEV_INSTALLED)
 bench-memory: $(DEV_INSTALLED)
 	$(BIN)/python benchmarks/bench_memory.py
 
+# The committed notebooks keep each solution cell collapsed ("try it first"); in a student
+# version the cell holds only the scaffold to complete, so it opens expanded.
+EXPAND_ANSWERS = $(BIN)/python -c 'import sys, nbformat; \
+	nbs = {p: nbformat.read(p, as_version=4) for p in sys.argv[1:]}; \
+	[c.metadata.pop("jupyter", None) for nb in nbs.values() for c in nb.cells \
+	 if c.metadata.get("nbgrader", {}).get("solution")]; \
+	[nbformat.write(nb, p) for p, nb in nbs.items()]'
+
 ## assignments: student versions of every notebook (nbgrader) in build/classroom/release/
 # nbgrader starts alembic (the gradebook's migrations) from PATH, so the venv goes first.
 assignments: $(CLASSROOM_INSTALLED)
@@ -141,6 +149,7 @@ assignments: $(CLASSROOM_INSTALLED)
 	done
 	cp classroom/nbgrader_config.py $(CLASSROOM)/nbgrader_config.py
 	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
+	$(EXPAND_ANSWERS) $(CLASSROOM)/release/*/*.ipynb
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 ## exercises: blank copies of the notebooks (the answers taken out, as nbgrader's student
@@ -156,6 +165,7 @@ exercises: $(CLASSROOM_INSTALLED)
 	echo 'get_config().CourseDirectory.course_id = "tfscratch"' > $(EXERCISES)/.nbgrader/nbgrader_config.py
 	cd $(EXERCISES)/.nbgrader && PATH="$(abspath $(BIN)):$$PATH" \
 		$(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
+	$(EXPAND_ANSWERS) $(EXERCISES)/.nbgrader/release/*/*.ipynb
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); \
 		if [ -e $(EXERCISES)/$$name.ipynb ]; then echo "kept your $(EXERCISES)/$$name.ipynb"; \
