@@ -132,12 +132,16 @@ bench: $(DEV_INSTALLED)
 bench-memory: $(DEV_INSTALLED)
 	$(BIN)/python benchmarks/bench_memory.py
 
-# The committed notebooks keep each solution cell collapsed ("try it first"); in a student
-# version the cell holds only the scaffold to complete, so it opens expanded.
+# The committed notebooks keep each solution cell collapsed under a "Try it first" line; in a
+# student version the cell holds only the scaffold to complete: it opens expanded, and the
+# line that points to a hidden solution goes.
 EXPAND_ANSWERS = $(BIN)/python -c 'import sys, nbformat; \
 	nbs = {p: nbformat.read(p, as_version=4) for p in sys.argv[1:]}; \
 	[c.metadata.pop("jupyter", None) for nb in nbs.values() for c in nb.cells \
 	 if c.metadata.get("nbgrader", {}).get("solution")]; \
+	[c.update(source="\n".join(line for line in c.source.split("\n") \
+	 if not line.startswith("*Try it first:")).rstrip()) \
+	 for nb in nbs.values() for c in nb.cells if c.cell_type == "markdown"]; \
 	[nbformat.write(nb, p) for p, nb in nbs.items()]'
 
 ## assignments: student versions of every notebook (nbgrader) in build/classroom/release/
