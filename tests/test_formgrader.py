@@ -3,7 +3,7 @@
 The learner's Lab hides nbgrader; the instructor's command must show it, on the course:
 this test points `make formgrader` at an empty course directory, so it first makes the
 student versions (`make assignments`), then starts JupyterLab there, and checks that the
-server's files are the course's and that nbgrader's formgrader lists every notebook as an assignment (all thirteen).
+server's files are the course's and that nbgrader's formgrader lists every notebook as an assignment (all fifteen).
 Its page warns of nothing on this fresh course: classroom/nbgrader_config.py gives the course its
 own exchange (nbgrader's default one needs root), so "release" and "collect" work at once.
 Marked `lab`: `make test-browser` runs it.

@@ -1,7 +1,7 @@
 """Committed notebooks are executed, clean and gradeable.
 
 nbval checks that every stored output is reproduced; this file checks what nbval cannot:
-that the stored notebooks are the course (the ten, then the three extra ones, in order) and
+that the stored notebooks are the course (the ten, then the five extra ones, in order) and
 the only thing in the folder a learner's Lab opens besides their figures and README, carry no
 stray metadata, widget state or metadata that differs between machines, keep nbval's markers
 as cell tags rather than comments in the code, show no errors, warnings or machine-specific
@@ -34,6 +34,8 @@ COURSE = [
     "11_bpe_tokenizer.ipynb",
     "12_rotary_positions.ipynb",
     "13_tiled_attention.ipynb",
+    "14_gpt_in_one_page.ipynb",
+    "15_inside_the_model.ipynb",
 ]
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}
 # What ipykernel reports about any Python 3 kernel: the same on every machine. Its `version`
@@ -78,7 +80,7 @@ def output_text(output) -> str:
     return "\n".join(str(data[key]) for key in ("text/plain", "text/html") if key in data)
 
 
-def test_the_course_is_the_thirteen_notebooks_of_the_plan():
+def test_the_course_is_the_fifteen_notebooks_of_the_plan():
     assert [path.name for path in PATHS] == COURSE
 
 
