@@ -53,7 +53,9 @@ def test_residual_identities(attn_only):
     np.testing.assert_allclose(c["hook_embed"] + c["hook_pos_embed"], c["blocks.0.hook_resid_pre"])
     for i in range(2):
         p = f"blocks.{i}."
-        np.testing.assert_array_equal(c[p + "hook_resid_pre"] + c[p + "hook_attn_out"], c[p + "hook_resid_mid"])
+        np.testing.assert_array_equal(
+            c[p + "hook_resid_pre"] + c[p + "hook_attn_out"], c[p + "hook_resid_mid"]
+        )
         mlp = 0.0 if attn_only else c[p + "hook_mlp_out"]
         np.testing.assert_array_equal(c[p + "hook_resid_mid"] + mlp, c[p + "hook_resid_post"])
     np.testing.assert_array_equal(c["blocks.0.hook_resid_post"], c["blocks.1.hook_resid_pre"])
@@ -70,7 +72,8 @@ def test_heads_through_out_proj_plus_bias_give_attn_out():
         W_O = block.attn.out_proj.weight.data.reshape(4, 4, 16)  # head h's rows of W_O
         per_head = np.einsum("bthd,hde->bthe", z, W_O)  # each head's write to the stream
         np.testing.assert_allclose(
-            per_head.sum(axis=2) + block.attn.out_proj.bias.data, c[f"blocks.{i}.hook_attn_out"],
+            per_head.sum(axis=2) + block.attn.out_proj.bias.data,
+            c[f"blocks.{i}.hook_attn_out"],
             atol=1e-12,
         )
 
@@ -100,7 +103,7 @@ def test_an_identity_hook_changes_nothing():
 )  # fmt: skip
 def test_a_patched_activation_changes_what_follows_and_nothing_before(name):
     model, x = make_model(), tokens()
-    _, clean = ti.run_with_cache(model, x)
+    logits, _ = ti.run_with_cache(model, x)
 
     def patch(activation, _):
         out = activation.copy()
@@ -109,8 +112,9 @@ def test_a_patched_activation_changes_what_follows_and_nothing_before(name):
         return out
 
     patched = ti.run_with_hooks(model, x, [(name, patch)])
-    logits = model(x)
-    np.testing.assert_array_equal(patched[:, :3], logits[:, :3])  # causal: earlier positions unchanged
+    np.testing.assert_array_equal(
+        patched[:, :3], logits[:, :3]
+    )  # causal: earlier positions unchanged
     assert np.abs(patched[:, 3:] - logits[:, 3:]).max() > 1e-3
 
 
@@ -119,7 +123,9 @@ def test_patching_with_another_runs_activation_gives_that_run():
     a, b = tokens(0), tokens(1)
     _, cache_b = ti.run_with_cache(model, b)
     # the whole residual stream entering block 0 carries all of b: the rest follows
-    patched = ti.run_with_hooks(model, a, [("blocks.0.hook_resid_pre", lambda *_: cache_b["blocks.0.hook_resid_pre"])])
+    patched = ti.run_with_hooks(
+        model, a, [("blocks.0.hook_resid_pre", lambda *_: cache_b["blocks.0.hook_resid_pre"])]
+    )
     np.testing.assert_array_equal(patched, model(b))
 
 
@@ -144,12 +150,16 @@ def test_zero_ablation_zeroes_the_heads_output_before_out_proj():
         inside = model(x)
         logits, c = ti.run_with_cache(model, x)
     np.testing.assert_array_equal(inside, logits)
-    assert np.all(c["blocks.1.attn.hook_z"][:, :, 2] == 0) and np.all(c["blocks.0.attn.hook_z"][:, :, 0] == 0)
+    assert np.all(c["blocks.1.attn.hook_z"][:, :, 2] == 0) and np.all(
+        c["blocks.0.attn.hook_z"][:, :, 0] == 0
+    )
     assert np.abs(c["blocks.1.attn.hook_z"][:, :, 1]).max() > 0
     with pytest.raises(AssertionError):
         np.testing.assert_array_equal(inside, model(x))  # outside the block: the full model again
     expected = ti.run_with_hooks(
-        model, x, [("blocks.0.attn.hook_z", _set_head(0, 0.0)), ("blocks.1.attn.hook_z", _set_head(2, 0.0))]
+        model,
+        x,
+        [("blocks.0.attn.hook_z", _set_head(0, 0.0)), ("blocks.1.attn.hook_z", _set_head(2, 0.0))],
     )
     np.testing.assert_array_equal(inside, expected)
 
@@ -169,7 +179,9 @@ def test_mean_ablation_uses_the_mean_over_batch_and_positions():
     with ti.ablate_heads(model, [(0, 3)], how="mean"):
         _, c = ti.run_with_cache(model, x)
     mean = clean["blocks.0.attn.hook_z"][:, :, 3].mean(axis=(0, 1))
-    np.testing.assert_allclose(c["blocks.0.attn.hook_z"][:, :, 3], np.broadcast_to(mean, (3, T, 4)), rtol=1e-6)
+    np.testing.assert_allclose(
+        c["blocks.0.attn.hook_z"][:, :, 3], np.broadcast_to(mean, (3, T, 4)), rtol=1e-6
+    )
 
 
 def test_ablations_nest_and_unwind():
@@ -217,7 +229,7 @@ def test_gradients_match_central_finite_differences(attn_only):
         for _ in range(3):
             index = tuple(rng.integers(0, s) for s in grad.shape)
 
-            def shifted(delta, index=index):
+            def shifted(delta, index=index, name=name):
                 def hook(activation, _):
                     out = activation.copy()
                     out[index] += delta
@@ -226,7 +238,9 @@ def test_gradients_match_central_finite_differences(attn_only):
                 return metric(ti.run_with_hooks(model, x, [(name, hook)]))[0]
 
             numeric = (shifted(eps) - shifted(-eps)) / (2 * eps)
-            np.testing.assert_allclose(grad[index], numeric, rtol=1e-5, atol=1e-8, err_msg=f"{name}{index}")
+            np.testing.assert_allclose(
+                grad[index], numeric, rtol=1e-5, atol=1e-8, err_msg=f"{name}{index}"
+            )
 
 
 def test_pattern_gradient_is_dz_times_values():
@@ -237,10 +251,13 @@ def test_pattern_gradient_is_dz_times_values():
     ln = model.blocks[1].ln1(cache["blocks.1.hook_resid_pre"])
     v = block.attn.v_proj(ln).reshape(2, T, 4, 4).transpose(0, 2, 1, 3)
     d_z = cache["blocks.1.attn.hook_z_grad"].transpose(0, 2, 1, 3)
-    np.testing.assert_allclose(cache["blocks.1.attn.hook_pattern_grad"], d_z @ v.swapaxes(-1, -2), atol=1e-12)
+    np.testing.assert_allclose(
+        cache["blocks.1.attn.hook_pattern_grad"], d_z @ v.swapaxes(-1, -2), atol=1e-12
+    )
     np.testing.assert_allclose(
         np.einsum("bhqk,bhkd->bhqd", cache["blocks.1.attn.hook_pattern"], v),
-        cache["blocks.1.attn.hook_z"].transpose(0, 2, 1, 3), atol=1e-12,
+        cache["blocks.1.attn.hook_z"].transpose(0, 2, 1, 3),
+        atol=1e-12,
     )
 
 
@@ -274,12 +291,10 @@ def test_bad_replacements_and_arguments_are_refused():
         ti.run_with_hooks(model, x, [("blocks.0.hook_attn_out", lambda a, n: a[:, :2])])
     with pytest.raises(ValueError, match="read but not replaced"):
         ti.run_with_hooks(model, x, [("blocks.0.attn.hook_pattern", lambda a, n: a * 0)])
-    with pytest.raises(ValueError, match="heads"):
-        with ti.ablate_heads(model, [(2, 0)]):
-            pass
-    with pytest.raises(ValueError, match="how"):
-        with ti.ablate_heads(model, [(0, 0)], how="max"):
-            pass
+    with pytest.raises(ValueError, match="heads"), ti.ablate_heads(model, [(2, 0)]):
+        pass
+    with pytest.raises(ValueError, match="how"), ti.ablate_heads(model, [(0, 0)], how="max"):
+        pass
     with pytest.raises(ValueError, match="dlogits"):
         ti.run_with_cache(model, x, metric=lambda logits: (0.0, logits[:, 0]))
     with pytest.raises(ValueError, match=r"tokens\[None\]"):

@@ -101,15 +101,21 @@ def _check_hooks(model: DecoderLM, fwd_hooks) -> list[tuple[str, Callable]]:
     try:
         pairs = list(fwd_hooks)
     except TypeError:
-        raise TypeError(f"fwd_hooks must be a list of (name, fn) pairs, got {describe(fwd_hooks)}") from None
+        raise TypeError(
+            f"fwd_hooks must be a list of (name, fn) pairs, got {describe(fwd_hooks)}"
+        ) from None
     checked = []
     for pair in pairs:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"each entry of fwd_hooks must be a (name, fn) pair, got {describe(pair)}")
+            raise TypeError(
+                f"each entry of fwd_hooks must be a (name, fn) pair, got {describe(pair)}"
+            )
         name, fn = pair
         _check_name(model, name, valid)
         if not callable(fn):
-            raise TypeError(f"the hook for {name!r} must be callable fn(activation, name), got {describe(fn)}")
+            raise TypeError(
+                f"the hook for {name!r} must be callable fn(activation, name), got {describe(fn)}"
+            )
         checked.append((name, fn))
     return checked
 
@@ -286,7 +292,9 @@ class _Session:
 
         self._wrap(block, "backward", make_block_backward)
         # resid_mid = resid_pre + attn_out: one gradient reaches both sums' outputs
-        self._wrap(attn, "backward", self._recording(prefix + "hook_attn_out", prefix + "hook_resid_mid"))
+        self._wrap(
+            attn, "backward", self._recording(prefix + "hook_attn_out", prefix + "hook_resid_mid")
+        )
         self._wrap(attn.out_proj, "backward", make_out_proj_backward)
         if block.has_feed_forward:
             self._wrap(block.ffn, "backward", self._recording(prefix + "hook_mlp_out"))
@@ -298,7 +306,9 @@ _ABSENT = object()
 @contextmanager
 def _session(model: DecoderLM, hooks, cache=None, grads=None) -> Iterator[_Session]:
     """Install a session with the model's active :func:`ablate_heads` hooks first."""
-    session = _Session(model, list(getattr(model, "_inspect_hooks", [])) + list(hooks), cache, grads)
+    session = _Session(
+        model, list(getattr(model, "_inspect_hooks", [])) + list(hooks), cache, grads
+    )
     session.install()
     try:
         yield session
@@ -338,7 +348,9 @@ def run_with_cache(
     _check_model(model)
     tokens = _check_tokens(model, tokens)
     if metric is not None and not callable(metric):
-        raise TypeError(f"metric must be a function logits -> (value, dlogits), got {describe(metric)}")
+        raise TypeError(
+            f"metric must be a function logits -> (value, dlogits), got {describe(metric)}"
+        )
     cache: dict[str, np.ndarray] = {}
     grads: dict[str, np.ndarray] | None = {} if metric is not None else None
     with evaluating(model), _session(model, [], cache, grads):
@@ -348,9 +360,7 @@ def run_with_cache(
         logits = model(tokens)
         result = metric(logits)
         if not (isinstance(result, tuple) and len(result) == 2):
-            raise TypeError(
-                f"metric must return (value, dlogits), got {describe(result)}"
-            )
+            raise TypeError(f"metric must return (value, dlogits), got {describe(result)}")
         dlogits = np.asarray(result[1])
         if dlogits.shape != logits.shape:
             raise ValueError(
@@ -394,13 +404,17 @@ def _check_heads(model: DecoderLM, heads) -> list[tuple[int, int]]:
     try:
         pairs = [tuple(pair) for pair in heads]
     except TypeError:
-        raise TypeError(f"heads must be a list of (layer, head) pairs, got {describe(heads)}") from None
+        raise TypeError(
+            f"heads must be a list of (layer, head) pairs, got {describe(heads)}"
+        ) from None
     for pair in pairs:
         ok = len(pair) == 2 and all(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair
         )
         if not ok:
-            raise TypeError(f"each entry of heads must be a (layer, head) pair of ints, got {pair!r}")
+            raise TypeError(
+                f"each entry of heads must be a (layer, head) pair of ints, got {pair!r}"
+            )
         layer, head = pair
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(
@@ -447,7 +461,9 @@ def ablate_heads(model: DecoderLM, heads, how: str = "zero") -> Iterator[Decoder
 
         return ablate
 
-    new_hooks = [(f"blocks.{layer}.attn.hook_z", make_hook(chosen)) for layer, chosen in by_layer.items()]
+    new_hooks = [
+        (f"blocks.{layer}.attn.hook_z", make_hook(chosen)) for layer, chosen in by_layer.items()
+    ]
     previous = list(getattr(model, "_inspect_hooks", []))
     model._inspect_hooks = previous + new_hooks
     session = _Session(model, model._inspect_hooks, None, None)
