@@ -98,6 +98,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=True,
         help="with names: cut each batch to its longest name (fewer padding columns to compute)",
     )
+    parser.add_argument(
+        "--extra-years",
+        default=None,
+        metavar="FIRST-LAST",
+        help="also train on the names of these years (e.g. 2015-2016) that are not names of 2017: "
+        "more training names, none of them a validation or test name",
+    )
     parser.add_argument("--evals", type=int, default=35, help="validations during training")
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and batches")
     parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the two files")
@@ -116,6 +123,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def extra_training_names(names: list[str], years, block_size: int) -> list[str]:
+    """The names of ``years`` that are not in ``names`` (the year the split is made from).
+
+    None of them can be a validation or test name, since those are drawn from ``names``; each
+    fits a row of ``block_size`` with its ``<bos>``. Sorted, so the training set is the same on
+    every run.
+    """
+    known = set(names)
+    return sorted(name for name in set(load_names(list(years))) - known if len(name) < block_size)
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     names = load_names()
@@ -123,6 +141,11 @@ def main(argv=None) -> dict:
     tokenizer = CharTokenizer.fit(names)
     # Every name with its <bos> fits in one row: max_len is the longest name + 1.
     block_size = max(len(name) for name in names) + 1
+    if args.extra_years:
+        first, last = (int(year) for year in args.extra_years.split("-"))
+        extra = extra_training_names(names, range(first, last + 1), block_size)
+        print(f"extra training names from {first}-{last}: {len(extra):,}")
+        train_names = train_names + extra
     X_train, Y_train = lm_examples(train_names, tokenizer, block_size)
     if args.batching == "names":
         train_rows = (X_train, Y_train)
