@@ -62,6 +62,16 @@ TOKENIZER_FILE = "names_tokenizer.json"
 EVAL_BATCH_SIZE = 1024
 
 
+def year_range(text: str) -> range:
+    """``"2015-2016"`` -> ``range(2015, 2017)``: the years of ``--extra-years``, both included."""
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise argparse.ArgumentTypeError(
+            f"--extra-years expects FIRST-LAST with FIRST <= LAST, e.g. 2015-2016; got {text!r}"
+        )
+    return range(int(first), int(last) + 1)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=70000, help="optimiser steps")
@@ -100,6 +110,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--extra-years",
+        type=year_range,
         default=None,
         metavar="FIRST-LAST",
         help="also train on the names of these years (e.g. 2015-2016) that are not names of 2017: "
@@ -142,9 +153,9 @@ def main(argv=None) -> dict:
     # Every name with its <bos> fits in one row: max_len is the longest name + 1.
     block_size = max(len(name) for name in names) + 1
     if args.extra_years:
-        first, last = (int(year) for year in args.extra_years.split("-"))
-        extra = extra_training_names(names, range(first, last + 1), block_size)
-        print(f"extra training names from {first}-{last}: {len(extra):,}")
+        extra = extra_training_names(names, args.extra_years, block_size)
+        years = args.extra_years
+        print(f"extra training names from {years[0]}-{years[-1]}: {len(extra):,}")
         train_names = train_names + extra
     X_train, Y_train = lm_examples(train_names, tokenizer, block_size)
     if args.batching == "names":

@@ -45,4 +45,11 @@ def test_a_few_steps_write_a_loadable_model(script, tmp_path):
     model = tfscratch.load(tmp_path / "names_lm.npz")
     assert model.config["d_model"] == 16 and model.num_parameters() == result["parameters"]
     assert (tmp_path / "log" / "curve.csv").exists()
-    assert "extra_years=2016-2016" in (tmp_path / "log" / "log.md").read_text()
+    assert "extra_years=range(2016, 2017)" in (tmp_path / "log" / "log.md").read_text()
+
+
+@pytest.mark.parametrize("bad", ["2016", "abc-2016", "2016-2015", "-"])
+def test_a_bad_year_range_is_refused_by_name(script, bad, capsys):
+    with pytest.raises(SystemExit):
+        script.parse_args(["--extra-years", bad])
+    assert "--extra-years expects FIRST-LAST" in capsys.readouterr().err
