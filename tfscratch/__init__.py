@@ -34,6 +34,7 @@ _LAZY_SUBMODULES = {
     "inspect",
     "pretrained",
     "progress",
+    "stats",
     "tiled_attention",
     "timing",
     "tokenizers",
