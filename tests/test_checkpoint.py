@@ -317,3 +317,89 @@ def test_save_refuses_what_is_not_a_model(tmp_path):
     with pytest.raises(TypeError, match=expect("model", "MultiHeadAttention", "DecoderLM")):
         tfscratch.save(tfscratch.nn.MultiHeadAttention(8, 2), tmp_path / "m.npz")
     assert not os.listdir(tmp_path)
+
+
+# --- hostile files: refused before they cost memory ------------------------------------------
+# A checkpoint's weights here are kilobytes; each hostile file below would cost hundreds of
+# MiB if its declarations were believed. tracemalloc sees NumPy's allocations.
+MEMORY_LIMIT = 32 * 2**20
+
+
+def peak_memory_of(call) -> int:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def small_model():
+    return DecoderLM(11, 8, 2, 2, max_len=8, seed=0)
+
+
+def test_a_zip_bomb_is_refused_without_unpacking_it(tmp_path):
+    saved = tfscratch.save(small_model(), tmp_path / "good.npz")
+    bomb = tmp_path / "bomb.npz"
+    declared = 256 * 2**20  # 256 MiB of zeros, deflated to about 256 KiB
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in source.namelist():
+            z.writestr(name, source.read(name))
+        with z.open("param/zzz.npy", "w") as member:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (declared // 4,)}
+            np.lib.format.write_array_header_1_0(member, header)
+            for _ in range(declared // 2**20):
+                member.write(b"\0" * 2**20)
+    assert bomb.stat().st_size < 2**20
+
+    def load():
+        with pytest.raises(ValueError, match=expect(str(bomb), "unexpected", "zzz")):
+            tfscratch.load(bomb)
+
+    assert peak_memory_of(load) < MEMORY_LIMIT
+
+
+def test_a_config_that_claims_a_large_model_is_refused_before_it_is_built(tmp_path):
+    model = small_model()
+    meta = {
+        "format": tfscratch.checkpoint.FORMAT,
+        "class": "DecoderLM",
+        "config": {**model.config, "vocab_size": 200_000, "d_model": 512},
+    }
+    big = tmp_path / "big.npz"
+    arrays = {"param/" + name: value for name, value in model.state_dict().items()}
+    np.savez(big, __tfscratch__=np.array(json.dumps(meta)), **arrays)
+
+    def load():
+        with pytest.raises(
+            ValueError, match=expect("at least 104,497,152 parameters", "holds 1,912 numbers")
+        ):
+            tfscratch.load(big)
+
+    assert peak_memory_of(load) < MEMORY_LIMIT
+
+
+def test_a_header_that_declares_terabytes_is_refused_unread(tmp_path):
+    saved = tfscratch.save(small_model(), tmp_path / "good.npz")
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(huge, "w") as z:
+        for name in source.namelist():
+            if name != "param/tok_emb.weight.npy":
+                z.writestr(name, source.read(name))
+        with z.open("param/tok_emb.weight.npy", "w") as member:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (2**40, 8)}
+            np.lib.format.write_array_header_1_0(member, header)
+
+    def load():
+        with pytest.raises(ValueError, match=expect("tok_emb.weight", "(1099511627776, 8)")):
+            tfscratch.load(huge)
+
+    assert peak_memory_of(load) < MEMORY_LIMIT
+
+
+def test_a_folder_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match=expect(str(tmp_path), "not a regular file")):
+        tfscratch.load(tmp_path)

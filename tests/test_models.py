@@ -5,7 +5,7 @@ import tfscratch
 from tfscratch import DecoderLM, EncoderClassifier, Seq2SeqTransformer, gradcheck
 from tfscratch import functional as F
 
-from .conftest import GRAD_TOL, randomize
+from .conftest import GRAD_TOL, expect, randomize
 
 F64 = np.float64
 
@@ -250,3 +250,13 @@ def test_the_new_options_are_saved_and_default_to_the_old_models(tmp_path):
     default = tfscratch.DecoderLM(9, 8, 2, 2, max_len=8, seed=0)
     assert not default.config["attn_only"] and not default.config["scale_embeddings"]
     assert {"ffn", "ln2"} <= {name for name, _ in default.blocks[0].named_children()}
+
+
+def test_gradcheck_refuses_a_float32_model_instead_of_reporting_a_large_error():
+    model = tfscratch.DecoderLM(11, 8, 2, 1, max_len=8, seed=0)  # float32, the default
+    with pytest.raises(
+        TypeError, match=expect("float64 parameters", "float32", "dtype=np.float64")
+    ):
+        tfscratch.gradcheck(model, np.array([[1, 2, 3]]))
+    model64 = tfscratch.DecoderLM(11, 8, 2, 1, max_len=8, seed=0, dtype=np.float64)
+    assert tfscratch.gradcheck(model64, np.array([[1, 2, 3]])) < GRAD_TOL

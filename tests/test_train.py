@@ -340,3 +340,33 @@ def test_the_training_loop_imports_no_ipython():
                 for alias in node.names}  # fmt: skip
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {name for name in imported if name.split(".")[0] in {"IPython", "tqdm"}}
+
+
+def test_train_refuses_an_optimiser_built_for_another_model():
+    old = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    new = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    optimizer = Adam(old.parameters(), lr=0.01)
+    batch = (np.ones((2, 4), dtype=np.int64), np.ones((2, 4), dtype=np.int64))
+    with pytest.raises(
+        ValueError, match=expect("optimizer holds", "does not have", "after the model")
+    ):
+        train(new, optimizer, iter([batch] * 3), steps=3, progress=False)
+
+
+def test_train_refuses_an_optimiser_built_before_a_submodule_was_replaced():
+    model = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    optimizer = Adam(model.parameters(), lr=0.01)
+    model.blocks[0] = DecoderLM(11, 8, 2, 1, max_len=8, seed=1).blocks[0]
+    batch = (np.ones((2, 4), dtype=np.int64), np.ones((2, 4), dtype=np.int64))
+    with pytest.raises(ValueError, match=expect("replacing a submodule")):
+        train(model, optimizer, iter([batch] * 3), steps=3, progress=False)
+
+
+def test_train_accepts_an_optimiser_over_part_of_the_model():
+    model = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    head = model.blocks[0].parameters()
+    optimizer = SGD(head, lr=0.1)
+    before = model.tok_emb.weight.data.copy()
+    batch = (np.ones((2, 4), dtype=np.int64), np.ones((2, 4), dtype=np.int64))
+    train(model, optimizer, iter([batch] * 2), steps=2, progress=False)
+    np.testing.assert_array_equal(model.tok_emb.weight.data, before)  # not in the optimiser

@@ -64,7 +64,8 @@ def gradcheck(
         max_coords: coordinates sampled per tensor (None: every coordinate).
         return_errors: also return ``{tensor name: error}``.
 
-    Use float64 inputs and parameters; float32 round-off swamps the differences.
+    Inputs and parameters must be float64 (float32 is refused with a ``TypeError``): float32
+    round-off swamps the differences, and a correct backward would look wrong.
     """
     kwargs = kwargs or {}
     if isinstance(fn, Module):
@@ -79,6 +80,14 @@ def gradcheck(
     for index, array in enumerate(inputs):
         if isinstance(array, np.ndarray) and array.dtype == np.float32:
             raise TypeError(f"inputs[{index}] is float32; gradcheck needs float64")
+    single = [name for name, parameter in params.items() if parameter.data.dtype != np.float64]
+    if single:
+        raise TypeError(
+            f"gradcheck needs float64 parameters; {len(single)} of {len(params)} are "
+            f"{params[single[0]].data.dtype} (e.g. {single[0]!r}): in float32 the round-off of "
+            "the loss swamps the finite differences and a correct backward looks wrong. Build "
+            "the model with dtype=np.float64 for the check"
+        )
 
     output = forward(*inputs, **kwargs)
     output = output[0] if isinstance(output, tuple) else output

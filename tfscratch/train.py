@@ -208,6 +208,25 @@ def _validation_source(val_batches) -> Callable[[], Iterable]:
     return lambda: val_batches
 
 
+def _check_optimizer_holds(optimizer, params: list) -> None:
+    """Refuse an optimiser that updates parameters the model does not have: it was built for
+    another model (the model cell re-run after the optimiser's), or before a submodule was
+    replaced. Training would then change nothing the model computes with, silently. An
+    optimiser over a subset of the model's parameters (fine-tuning a part) is fine."""
+    held = getattr(optimizer, "params", None)
+    if held is None:  # a learner's own optimiser may keep its parameters its own way
+        return
+    own = {id(parameter) for parameter in params}
+    foreign = [parameter for parameter in held if id(parameter) not in own]
+    if foreign:
+        raise ValueError(
+            f"the optimizer holds {len(foreign)} of its {len(held)} parameters that this model "
+            f"does not have, so its steps would not train the model: build the optimiser from "
+            f"this model's parameters (e.g. AdamW(model.parameters(), lr=...)) after the model, "
+            f"and again after replacing a submodule"
+        )
+
+
 def train(
     model: Module,
     optimizer,
@@ -270,6 +289,7 @@ def train(
         raise ValueError(f"max_grad_norm={max_grad_norm!r} must be > 0 (or None: no clipping)")
 
     params = model.parameters()
+    _check_optimizer_holds(optimizer, params)
     batch_stream = iter(batches)
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
