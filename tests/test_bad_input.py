@@ -481,3 +481,41 @@ def test_fully_masked_row_in_scaled_dot_product_attention_is_zero():
     np.testing.assert_array_equal(weights[:, :, 1], 0.0)
     np.testing.assert_array_equal(out[:, :, 1], 0.0)
     assert np.isfinite(out).all()
+
+
+# --- the reliability probe's unclear errors and silent cases (issue 37) ----------------------
+def test_softmax_and_log_softmax_of_an_empty_array_are_empty_as_in_pytorch():
+    for function in (F.softmax, F.log_softmax):
+        result = function(np.zeros((2, 0)))
+        assert result.shape == (2, 0) and result.dtype == np.float64
+
+
+def test_layer_norm_with_gamma_of_the_wrong_length_names_it():
+    with pytest.raises(ValueError, match=expect("gamma", "(3,)", "expected (4,)")):
+        F.layer_norm(np.zeros((2, 4)), np.ones(3), np.zeros(4))
+
+
+@pytest.mark.parametrize("mask", [np.triu(np.ones((3, 3), int), 1), np.zeros((3, 3))])
+def test_functional_attention_refuses_a_non_boolean_mask_with_a_sentence(mask):
+    q = np.zeros((1, 1, 3, 4))
+    with pytest.raises(TypeError, match=expect("mask must be a boolean array", "True = blocked")):
+        F.scaled_dot_product_attention(q, q, q, mask=mask)
+
+
+def test_functional_attention_refuses_queries_and_keys_of_different_widths():
+    q, k = np.zeros((1, 1, 3, 4)), np.zeros((1, 1, 3, 3))
+    with pytest.raises(ValueError, match=expect("same d_head", "(1, 1, 3, 4)", "(1, 1, 3, 3)")):
+        F.scaled_dot_product_attention(q, k, k)
+
+
+def test_padding_targets_without_ignore_index_name_the_option():
+    targets = np.array([[1, 2, F.IGNORE_INDEX]])
+    with pytest.raises(ValueError, match=expect("-100", "ignore_index=tfscratch.functional")):
+        nn.CrossEntropyLoss()(np.zeros((1, 3, 5)), targets)
+
+
+def test_cross_entropy_loss_checks_its_options():
+    with pytest.raises(TypeError, match=expect("ignore_index='pad'", "int")):
+        nn.CrossEntropyLoss(ignore_index="pad")
+    with pytest.raises(TypeError, match=expect("label_smoothing='0.1'", "[0, 1)")):
+        nn.CrossEntropyLoss(label_smoothing="0.1")

@@ -81,6 +81,8 @@ def softmax(x: np.ndarray, axis: int = -1, out: np.ndarray | None = None) -> np.
         probabilities of ``x``'s shape (and float dtype).
     """
     x = _as_float(x)
+    if x.size == 0:  # nothing to normalise (as torch.softmax of an empty tensor)
+        return np.empty_like(x) if out is None else out
     x_max = np.max(x, axis=axis, keepdims=True)
     # An all -inf slice has max -inf; shifting by 0 instead keeps exp(-inf) = 0, not NaN.
     x_max[x_max == -np.inf] = 0.0
@@ -122,7 +124,9 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Returns:
         log-probabilities of ``x``'s shape.
     """
-    x = np.asarray(x)
+    x = _as_float(x)
+    if x.size == 0:
+        return np.empty_like(x)
     x_max = np.max(x, axis=axis, keepdims=True)
     shifted = x - x_max
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
@@ -291,6 +295,13 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 
     Returns:
         ``(..., D)``.
     """
+    D = np.shape(x)[-1] if np.ndim(x) else None
+    for name, value in (("gamma", gamma), ("beta", beta)):
+        if np.shape(value) != (D,):
+            raise ValueError(
+                f"{name} has shape {np.shape(value)}; expected ({D},), one value per feature of "
+                f"x's last axis (x has shape {np.shape(x)})"
+            )
     return layer_norm_forward(x, gamma, beta, eps)[0]
 
 
@@ -405,6 +416,17 @@ def scaled_dot_product_attention(
         before dropout). A query whose keys are all blocked gets zero weights and a zero
         output, never NaN.
     """
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"q {q.shape}, k {k.shape}, v {v.shape}: q and k need the same d_head (last axis) "
+            "and k and v the same number of keys T_k (second to last axis)"
+        )
+    if mask is not None and np.asarray(mask).dtype != bool:
+        raise TypeError(
+            f"mask must be a boolean array (True = blocked), got dtype {np.asarray(mask).dtype}; "
+            "an additive 0/-inf mask or a 0/1 int mask converts with mask.astype(bool) for 0/1, "
+            "or mask == -np.inf for an additive one"
+        )
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float: the scores keep q's dtype
     # One (B, H, T_q, T_k) array from scores to weights: scaled, masked and normalised where
     # it is (the memory attention needs is this matrix; notebook 13 measures it).
@@ -485,9 +507,17 @@ def _check_targets(logits: np.ndarray, targets: np.ndarray, ignore_index: int | 
     bad = valid & ((targets < 0) | (targets >= n_classes))
     if bad.any():
         value = targets[bad].flat[0]
+        hint = ""
+        if ignore_index is None and value == IGNORE_INDEX:
+            hint = (
+                f"; {IGNORE_INDEX} marks padding: pass ignore_index=tfscratch.functional."
+                f"IGNORE_INDEX ({IGNORE_INDEX}, PyTorch's default) so it is not scored"
+            )
         raise ValueError(
             f"targets contain {value}, outside [0, {n_classes}) for logits with {n_classes} "
-            f"classes" + (f" (ignore_index={ignore_index})" if ignore_index is not None else "")
+            f"classes"
+            + (f" (ignore_index={ignore_index})" if ignore_index is not None else "")
+            + hint
         )
 
 

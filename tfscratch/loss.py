@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
+from .checks import check_int, check_number
 from .module import Module
 
 
@@ -22,10 +23,12 @@ class CrossEntropyLoss(Module):
     """
 
     def __init__(self, ignore_index: int | None = None, label_smoothing: float = 0.0):
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing={label_smoothing!r} must be in [0, 1)")
+        if ignore_index is not None:
+            ignore_index = check_int(ignore_index, "ignore_index")
         self.ignore_index = ignore_index
-        self.label_smoothing = float(label_smoothing)
+        self.label_smoothing = check_number(
+            label_smoothing, "label_smoothing", low=0.0, high=1.0, expected="a number in [0, 1)"
+        )
 
     def forward(self, logits: np.ndarray, targets: np.ndarray) -> float:
         """The mean loss.
