@@ -519,3 +519,65 @@ def test_cross_entropy_loss_checks_its_options():
         nn.CrossEntropyLoss(ignore_index="pad")
     with pytest.raises(TypeError, match=expect("label_smoothing='0.1'", "[0, 1)")):
         nn.CrossEntropyLoss(label_smoothing="0.1")
+
+
+def test_a_ragged_token_list_is_named():
+    model = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    with pytest.raises(ValueError, match=expect("tokens", "ragged", "pad the rows")):
+        model([[1, 2], [3]])
+
+
+def test_a_kv_cache_of_another_model_is_refused_by_count():
+    small = DecoderLM(11, 8, 2, 2, max_len=8, seed=0)
+    large = DecoderLM(11, 8, 2, 3, max_len=8, seed=0)
+    with pytest.raises(ValueError, match=expect("kv_cache has 2 entries", "3 blocks")):
+        large(np.array([[1]]), kv_cache=small.new_kv_cache())
+
+
+def test_schedule_state_without_a_key_names_it():
+    from tfscratch.optim import SGD, WarmupCosineSchedule
+
+    schedule = WarmupCosineSchedule(SGD([nn.Parameter(np.zeros(2))], lr=0.1), 2, 10)
+    with pytest.raises(ValueError, match=expect("lacks ['base_lr']", "step_count")):
+        schedule.load_state_dict({"step_count": 3})
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-300])
+def test_a_tiny_temperature_is_greedy_instead_of_a_crash(temperature):
+    import tfscratch
+
+    model = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    greedy = tfscratch.generate(model, [1], 4, temperature=0)
+    assert tfscratch.generate(model, [1], 4, temperature=temperature, seed=0) == greedy
+
+
+def test_a_batch_of_prompts_is_named_as_such():
+    import tfscratch
+
+    model = DecoderLM(11, 8, 2, 1, max_len=8, seed=0)
+    with pytest.raises(
+        ValueError, match=expect("prompt is nested (2 sequences", "one flat sequence")
+    ):
+        tfscratch.generate(model, np.array([[1, 5], [1, 6]]), 3)
+
+
+def test_a_position_table_too_large_for_memory_is_a_value_error():
+    with pytest.raises(
+        ValueError, match=expect("max_len=1000000000", "GiB, more than this machine")
+    ):
+        DecoderLM(11, 64, 2, 1, max_len=10**9, pos="sinusoidal", seed=0)
+
+
+def test_number_words_beyond_the_library_are_a_value_error():
+    from tfscratch import data
+
+    with pytest.raises(ValueError, match=expect("num2words cannot write", str(10**40))):
+        data.number_pairs([3, 10**40])
+
+
+@pytest.mark.parametrize("texts", [[], ["", ""]])
+def test_a_tokenizer_fitted_on_nothing_is_refused(texts):
+    from tfscratch.tokenizers import CharTokenizer
+
+    with pytest.raises(ValueError, match=expect("no symbol to learn", "all empty")):
+        CharTokenizer.fit(texts)

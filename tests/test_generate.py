@@ -328,7 +328,7 @@ def test_bad_sampling_arguments_are_rejected(kwargs, error, pattern):
         ([1, 13], ValueError, expect("prompt", "token id 13", "[0, 13)")),
         ([-1, 2], ValueError, expect("prompt", "token id -1", "[0, 13)")),
         ([1.0, 2.0], TypeError, expect("prompt", "[1.0, 2.0]", "int token ids")),
-        ([[1, 2]], TypeError, expect("prompt", "[[1, 2]]", "int token ids")),
+        ([[1, 2]], ValueError, expect("prompt", "nested (1 sequence of ids)", "one flat sequence")),
         ([True, 2], TypeError, expect("prompt", "[True, 2]", "int token ids")),
         ("hello", TypeError, expect("prompt", "'hello'", "list of token ids")),
     ],

@@ -342,3 +342,48 @@ def test_a_projection_called_on_its_own_holds_no_stale_input_after_attention_run
         (type(m).__name__, k) for m in attn.modules() for k, v in vars(m).items()
         if k.startswith("_") and isinstance(v, np.ndarray)
     ]  # fmt: skip
+
+
+def test_evaluation_restores_each_modules_own_mode():
+    model = _lm()
+    model.train()
+    model.blocks[0].eval()  # a learner's deliberate mixture
+    tfscratch.generate(model, [1], 3, seed=0)
+    assert model.training and not model.blocks[0].training
+    assert all(module.training for module in model.blocks[1].modules())
+
+
+def test_no_grad_decorates_a_generator_function_step_by_step():
+    @tfscratch.no_grad()
+    def modes():
+        yield tfscratch.is_grad_enabled()
+        yield tfscratch.is_grad_enabled()
+        return "done"
+
+    steps = modes()
+    assert next(steps) is False
+    assert tfscratch.is_grad_enabled()  # the caller's code between steps keeps its mode
+    assert next(steps) is False
+    with pytest.raises(StopIteration) as stop:
+        next(steps)
+    assert stop.value.value == "done"
+
+
+def test_grad_mode_is_per_thread():
+    import threading
+
+    seen = []
+    inside, release = threading.Event(), threading.Event()
+
+    def hold_no_grad():
+        with tfscratch.no_grad():
+            inside.set()
+            release.wait(5)
+
+    other = threading.Thread(target=hold_no_grad)
+    other.start()
+    inside.wait(5)
+    seen.append(tfscratch.is_grad_enabled())
+    release.set()
+    other.join()
+    assert seen == [True]

@@ -12,7 +12,9 @@ type) / ``ValueError`` (wrong value or shape).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -188,7 +190,13 @@ def check_token_ids(
         the ids as an array.
     """
     if isinstance(tokens, (list, tuple)):
-        tokens = np.asarray(tokens)
+        try:
+            tokens = np.asarray(tokens)
+        except ValueError:  # NumPy's "inhomogeneous shape": rows of different lengths
+            raise ValueError(
+                f"{name} is a ragged list (rows of different lengths); pad the rows to one "
+                "length (tfscratch.batching pads and masks) or pass them one at a time"
+            ) from None
         if tokens.size == 0:
             tokens = tokens.astype(np.int64)
     if not isinstance(tokens, np.ndarray):
@@ -259,6 +267,12 @@ def check_token_list(tokens, name: str, vocab_size: int) -> list[int]:
         raise TypeError(f"{name} must be a list of token ids, got {describe(tokens)}")
     if len(tokens) == 0:
         raise ValueError(f"{name}={tokens!r} is empty; give at least one token (e.g. the <bos> id)")
+    if tokens and all(isinstance(t, (list, tuple)) for t in tokens):
+        count = f"{len(tokens)} sequence{'s' if len(tokens) > 1 else ''}"
+        raise ValueError(
+            f"{name} is nested ({count} of ids); it takes one flat sequence of token ids (a "
+            "batch of prompts is not supported: call once per sequence)"
+        )
     if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in tokens):
         raise TypeError(f"{name} must hold int token ids, got {tokens[:8]!r}")
     check_token_ids(np.asarray(tokens), name, vocab_size)
@@ -353,3 +367,33 @@ def check_texts(texts, argument: str = "texts") -> list[str]:
                 f"{argument}[{index}] must be a str, got {type(text).__name__} {text!r:.60}"
             )
     return texts
+
+
+@contextmanager
+def allocating(what: str, n_bytes: int) -> Iterator[None]:
+    """``with allocating("a position table of max_len=10**9 rows", n_bytes):`` refuses, with
+    a ``ValueError`` that says what did not fit, an array larger than the machine's memory
+    before it is made (a half-made one can take minutes and all the memory first), and turns
+    NumPy's bare ``MemoryError`` inside the block into the same error.
+
+    Args:
+        what: the array being made, with the argument that sized it.
+        n_bytes: the bytes the block will allocate at its peak.
+    """
+    memory = _physical_memory()
+    if memory is not None and n_bytes > memory:
+        raise ValueError(
+            f"{what} needs {n_bytes / 2**30:.1f} GiB, more than this machine's "
+            f"{memory / 2**30:.1f} GiB of memory"
+        )
+    try:
+        yield
+    except MemoryError:
+        raise ValueError(f"{what} does not fit in this machine's memory") from None
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not every system names these
+        return None

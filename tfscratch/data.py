@@ -253,7 +253,13 @@ def number_pairs(numbers: Iterable[int], src: str = "en", tgt: str = "es") -> li
     _check_language(src, "src")
     _check_language(tgt, "tgt")
     checked = [check_int(number, "each of numbers") for number in numbers]
-    return [(num2words(n, lang=src), num2words(n, lang=tgt)) for n in checked]
+    try:
+        return [(num2words(n, lang=src), num2words(n, lang=tgt)) for n in checked]
+    except (OverflowError, NotImplementedError) as error:
+        raise ValueError(
+            f"numbers holds a number num2words cannot write in {src!r} or {tgt!r} ({error}); "
+            f"the largest given is {max(checked)}"
+        ) from None
 
 
 def toy_translation_pairs() -> list[tuple[str, str]]:

@@ -75,7 +75,13 @@ def sample_next(
     """
     if temperature == 0:
         return int(np.argmax(logits))
-    probs = F.softmax(filter_logits(logits / temperature, top_k, top_p))
+    with np.errstate(over="ignore", divide="ignore"):  # the overflow is handled just below
+        scaled = logits / temperature
+    if np.isinf(scaled).any() and not np.isinf(logits).any():
+        # A tiny temperature overflows the division; shifted by the maximum (softmax does not
+        # see a shift) and in float64 it gives the limit instead: all the mass on the argmax.
+        scaled = (logits.astype(np.float64) - logits.max()) / temperature
+    probs = F.softmax(filter_logits(scaled, top_k, top_p))
     return int(rng.choice(probs.size, p=probs))
 
 

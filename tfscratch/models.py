@@ -362,6 +362,11 @@ class DecoderLM(Module):
         Returns:
             logits ``(B, T, vocab_size)``: position ``t`` scores the token after ``t``.
         """
+        if kv_cache is not None and len(kv_cache) != len(self.blocks):
+            raise ValueError(
+                f"kv_cache has {len(kv_cache)} entries for a model of {len(self.blocks)} blocks; "
+                "make it with this model's new_kv_cache()"
+            )
         offset = kv_cache[0].length if kv_cache else 0
         tokens = _check_token_batch(tokens, "tokens", self.vocab_size, self.max_len, offset)
         x = self._embed(tokens, offset=offset)

@@ -17,6 +17,9 @@ backward that never comes.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import threading
 from collections.abc import Iterator
 from contextlib import ContextDecorator, contextmanager
 
@@ -136,12 +139,19 @@ class Parameter:
 
 
 # --- no_grad: forwards that keep nothing for a backward ---------------------------------------
-_grad_enabled = True
+class _GradMode(threading.local):
+    """Grad mode per thread, as PyTorch's: a ``no_grad()`` in one thread leaves another's
+    forwards keeping their caches."""
+
+    enabled = True
+
+
+_grad_mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
     """False inside ``with no_grad():``, where forwards keep nothing for a backward."""
-    return _grad_enabled
+    return _grad_mode.enabled
 
 
 class no_grad(ContextDecorator):  # lower case: named as PyTorch's torch.no_grad
@@ -150,22 +160,39 @@ class no_grad(ContextDecorator):  # lower case: named as PyTorch's torch.no_grad
     Inside it every module's forward computes its output as usual (and attention still sets
     ``.attn_weights``) but keeps no cache, and a ``backward`` raises a clear error. Use it to
     evaluate, generate or look at a model: memory then holds only what the forward needs
-    while it runs. Also a decorator (``@no_grad()``); nested blocks restore the mode they
-    found, also when the block raises.
+    while it runs. Also a decorator (``@no_grad()``), of generator functions too (each step
+    of the generator runs without grad, the caller's code between steps with its own mode);
+    nested blocks restore the mode they found, also when the block raises. The mode is per
+    thread.
     """
 
     def __init__(self):
         self._previous: list[bool] = []  # a stack, so one instance may be re-entered
 
     def __enter__(self):
-        global _grad_enabled
-        self._previous.append(_grad_enabled)
-        _grad_enabled = False
+        self._previous.append(_grad_mode.enabled)
+        _grad_mode.enabled = False
         return self
 
     def __exit__(self, *exc_info) -> None:
-        global _grad_enabled
-        _grad_enabled = self._previous.pop()
+        _grad_mode.enabled = self._previous.pop()
+
+    def __call__(self, function):
+        if not inspect.isgeneratorfunction(function):
+            return super().__call__(function)
+
+        @functools.wraps(function)
+        def generator(*args, **kwargs):
+            steps, sent = function(*args, **kwargs), None
+            while True:
+                try:
+                    with no_grad():
+                        value = steps.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+                sent = yield value
+
+        return generator
 
 
 class Module:
@@ -219,7 +246,7 @@ class Module:
         Args:
             arrays: ``name=value`` pairs to keep.
         """
-        if _grad_enabled:
+        if _grad_mode.enabled:
             vars(self).update({f"_{name}": value for name, value in arrays.items()})
             self._ready_for_backward = True
         elif self._ready_for_backward is not False:  # once dropped, there is nothing to drop
@@ -403,12 +430,13 @@ def in_mode(model: Module, training: bool) -> Iterator[Module]:
         model: any :class:`Module`.
         training: the mode inside the block.
     """
-    was_training = model.training
+    modes = [(module, module.training) for module in model.modules()]  # each its own
     model.train(training)
     try:
         yield model
     finally:
-        model.train(was_training)
+        for module, was_training in modes:
+            module.training = was_training
 
 
 def evaluating(model: Module):

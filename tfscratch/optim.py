@@ -517,6 +517,12 @@ class WarmupCosineSchedule:
         Args:
             state: a dict as :meth:`state_dict` made it.
         """
+        missing = sorted({"base_lr", "step_count"} - set(state))
+        if missing:
+            raise ValueError(
+                f"the schedule state lacks {missing}; expected the dict state_dict() returns, "
+                f"with 'base_lr' and 'step_count', got keys {sorted(state)}"
+            )
         self.base_lr = float(state["base_lr"])
         self.step_count = int(state["step_count"])
         self.optimizer.lr = self._lr_at(self.step_count)

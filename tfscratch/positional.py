@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .checks import (
+    allocating,
     check_float_array,
     check_int,
     check_length,
@@ -65,7 +66,9 @@ class SinusoidalPositionalEncoding(Module):
     def __init__(self, max_len: int, d_model: int, *, dtype=np.float32):
         self.max_len = check_positive_int(max_len, "max_len")
         self.d_model = check_positive_int(d_model, "d_model")
-        self._table = sinusoidal_table(max_len, d_model, check_dtype(dtype))
+        table = f"a position table of max_len={max_len} rows by d_model={d_model}"
+        with allocating(table, 24 * max_len * d_model):  # float64 angles, table and a copy
+            self._table = sinusoidal_table(max_len, d_model, check_dtype(dtype))
 
     @property
     def table(self) -> np.ndarray:
@@ -110,7 +113,11 @@ class LearnedPositionalEmbedding(Module):
         self.max_len = check_positive_int(max_len, "max_len")
         self.d_model = check_positive_int(d_model, "d_model")
         rng = make_rng(seed, rng)
-        self.weight = Parameter(rng.standard_normal((max_len, d_model)).astype(check_dtype(dtype)))
+        table = f"a position table of max_len={max_len} rows by d_model={d_model}"
+        with allocating(table, 12 * max_len * d_model):  # float64 draws and the table
+            self.weight = Parameter(
+                rng.standard_normal((max_len, d_model)).astype(check_dtype(dtype))
+            )
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         """Add the positions' learned vectors.
@@ -235,9 +242,11 @@ class RotaryPositionalEmbedding(Module):
         self.base = check_number(
             base, "base", low=1.0, low_inclusive=False, expected="a number > 1 (10000 in the paper)"
         )
-        angles = np.arange(max_len)[:, None] * rope_frequencies(d_head, self.base)  # (L, d/2)
         dtype = check_dtype(dtype)
-        self._cos, self._sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+        tables = f"rotary tables of max_len={max_len} rows by d_head/2={d_head // 2}"
+        with allocating(tables, 16 * max_len * d_head):  # float64 angles, cos, sin
+            angles = np.arange(max_len)[:, None] * rope_frequencies(d_head, self.base)  # (L, d/2)
+            self._cos, self._sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
     def tables(self, offset: int, T: int) -> tuple[np.ndarray, np.ndarray]:
         """The rotation angles' cosines and sines of some positions.

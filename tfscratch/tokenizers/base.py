@@ -149,6 +149,11 @@ class Tokenizer:
         vocab_size, min_count = cls._check_fit_options(vocab_size, min_count)
         blank = cls(())  # cutting text into characters or words needs no vocabulary
         counts = Counter(token for text in texts for token in blank.split(text))
+        if not counts:
+            raise ValueError(
+                f"texts holds no {cls._symbol_word} to learn ({len(texts)} texts, all empty); "
+                "fit the tokenizer on a corpus, e.g. tfscratch.data.load_names()"
+            )
         kept = sorted(token for token, count in counts.items() if count >= min_count)
         if vocab_size is not None:
             by_frequency = sorted(kept, key=lambda token: -counts[token])  # stable: ties sorted
