@@ -581,3 +581,18 @@ def test_a_tokenizer_fitted_on_nothing_is_refused(texts):
 
     with pytest.raises(ValueError, match=expect("no symbol to learn", "all empty")):
         CharTokenizer.fit(texts)
+
+
+@pytest.mark.parametrize(
+    "layer, x, wrong",
+    [
+        (nn.Linear(4, 3, seed=0), np.zeros((2, 4)), np.zeros((3, 3))),
+        (nn.LayerNorm(5), np.ones((2, 5)), np.zeros(8)),
+        (nn.MultiHeadAttention(8, 2, seed=0), np.zeros((1, 3, 8)), np.zeros((1, 2, 8))),
+    ],
+    ids=["Linear", "LayerNorm", "MultiHeadAttention"],
+)
+def test_a_layer_backward_names_a_gradient_of_the_wrong_shape(layer, x, wrong):
+    output = layer(x)
+    with pytest.raises(ValueError, match=expect(f"shape {wrong.shape}", f"{output.shape}")):
+        layer.backward(wrong)

@@ -220,7 +220,7 @@ def test_the_numerical_core_imports_only_numpy(module):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__"
     }
     # scipy's erf is imported inside the exact GELU only (see functional._standard_normal_cdf)
-    allowed = {"numpy", "math", "collections", "contextlib", "scipy"}
+    allowed = {"numpy", "scipy"} | set(sys.stdlib_module_names)
     assert outside <= allowed, f"{module} imports {outside - allowed}"
 
 

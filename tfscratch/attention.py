@@ -335,6 +335,8 @@ class MultiHeadAttention(Module):
             gradients are added to their ``.grad``.
         """
         self.check_ready_for_backward()
+        B, _, T_q, _ = self._q.shape
+        self.check_grad_shape(grad_output, (B, T_q, self.out_proj.weight.shape[1]))
         if self._used_cache:
             raise RuntimeError(
                 "backward after a forward with kv_cache is not supported: the cache is for "

@@ -82,6 +82,7 @@ class Linear(Module):
             dL/dx ``(..., d_in)``; ``dW`` and ``db`` are added to ``weight.grad``, ``bias.grad``.
         """
         self.check_ready_for_backward()
+        self.check_grad_shape(grad_output, (*self._x.shape[:-1], self.weight.shape[1]))
         x_rows, dy_rows = _flatten_leading(self._x), _flatten_leading(grad_output)
         self.weight.grad += x_rows.T @ dy_rows
         if self.bias is not None:
@@ -168,6 +169,7 @@ class LayerNorm(Module):
         """Args: grad_output: dL/dy ``(..., dim)``. Returns: dL/dx ``(..., dim)``; the
         gradients of ``gamma`` and ``beta`` are added to their ``.grad``."""
         self.check_ready_for_backward()
+        self.check_grad_shape(grad_output, self._x_hat.shape)
         dx, dgamma, dbeta = F.layer_norm_backward(
             grad_output, self._x_hat, self._inv_std, self.gamma.data
         )
@@ -228,6 +230,7 @@ class RMSNorm(Module):
         """Args: grad_output: dL/dy ``(..., dim)``. Returns: dL/dx ``(..., dim)``; the
         gradient of ``weight`` (summed over every position) is added to ``weight.grad``."""
         self.check_ready_for_backward()
+        self.check_grad_shape(grad_output, self._x_hat.shape)
         D = self.dim
         self.weight.grad += np.einsum(
             "nd,nd->d", _flatten_leading(grad_output), _flatten_leading(self._x_hat)

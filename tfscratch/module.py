@@ -253,6 +253,20 @@ class Module:
             vars(self).update(dict.fromkeys(f"_{name}" for name in arrays))
             self._ready_for_backward = False
 
+    def check_grad_shape(self, grad_output, expected_shape: tuple) -> None:
+        """Raise a clear ``ValueError`` when ``grad_output`` is not shaped like the last
+        forward's output (instead of a NumPy broadcasting error deep in the backward).
+
+        Args:
+            grad_output: the gradient ``backward`` was given.
+            expected_shape: the last forward's output shape.
+        """
+        if np.shape(grad_output) != tuple(expected_shape):
+            raise ValueError(
+                f"{type(self).__name__}.backward: grad_output has shape {np.shape(grad_output)}; "
+                f"expected {tuple(expected_shape)}, the shape of the last forward's output"
+            )
+
     def check_ready_for_backward(self) -> None:
         """Raise a clear error when no forward has kept what ``backward`` needs."""
         if self._ready_for_backward:
