@@ -137,7 +137,10 @@ def _names_in_years(years: tuple[int, ...]) -> tuple[str, ...]:
 
 
 def load_names(year: int | Iterable[int] | None = None) -> list[str]:
-    """Real US baby names: every distinct name given to at least five babies in ``year``.
+    """US baby names: every distinct name given to at least five boys or five girls in ``year``.
+
+    The Social Security Administration lists a name for a sex only when at least five babies
+    of that sex received it, so a name given to 4 boys and 4 girls is not in the data.
 
     Args:
         year: one year (an int), several years (an iterable of ints; their union), or None
