@@ -387,3 +387,75 @@ def test_grad_mode_is_per_thread():
     release.set()
     other.join()
     assert seen == [True]
+
+
+# --- a learner's own layer: the five traps of issue 36 ----------------------------------------
+class TwoLinears(nn.Module):
+    """Written the PyTorch way: submodules in a list, a dict, and a bare Parameter list."""
+
+    def __init__(self, seed=0):
+        self.layers = [nn.Linear(4, 4, seed=seed, dtype=np.float64), None]
+        self.heads = {"left": nn.Linear(4, 2, seed=seed + 1, dtype=np.float64)}
+        self.scales = [nn.Parameter(np.ones(4)), nn.Parameter(np.full(4, 2.0))]
+
+    def forward(self, x):
+        self._x = x  # the cs231n habit: a cache stored by hand
+        h = self.layers[0](x) * self.scales[0].data * self.scales[1].data
+        return self.heads["left"](h)
+
+    def backward(self, grad_output):
+        self.check_ready_for_backward()
+        dh = self.heads["left"].backward(grad_output)
+        h_in = self.layers[0]._x @ self.layers[0].weight.data + self.layers[0].bias.data
+        self.scales[0].grad += (dh * h_in * self.scales[1].data).sum(axis=0)
+        self.scales[1].grad += (dh * h_in * self.scales[0].data).sum(axis=0)
+        return self.layers[0].backward(dh * self.scales[0].data * self.scales[1].data)
+
+
+def test_a_layer_written_the_pytorch_way_finds_every_parameter_and_passes_gradcheck():
+    layer = TwoLinears()
+    assert list(layer.named_parameters()) == [  # its own parameters first, then submodules'
+        "scales.0", "scales.1",
+        "layers.0.weight", "layers.0.bias", "heads.left.weight", "heads.left.bias",
+    ]  # fmt: skip
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    assert tfscratch.gradcheck(layer, x, max_coords=None) < 1e-6
+
+
+def test_a_list_with_none_still_shows_its_modules():
+    layer = TwoLinears()
+    assert [name for name, _ in layer.named_children()] == ["layers.0", "heads.left"]
+
+
+@pytest.mark.parametrize("value", [nn.Linear(2, 2, seed=0), nn.Parameter(np.zeros(2))])
+def test_a_module_or_parameter_under_an_underscore_name_is_refused(value):
+    layer = nn.Module()
+    with pytest.raises(AttributeError, match="would not train"):
+        layer._hidden = value
+    with pytest.raises(AttributeError, match="self.hidden ="):
+        layer._hidden = [value]
+
+
+def test_a_hand_kept_cache_is_ready_for_backward_after_calling_the_layer():
+    layer = TwoLinears()
+    with pytest.raises(RuntimeError, match="before any forward"):
+        layer.check_ready_for_backward()
+    layer(np.zeros((1, 4)))
+    layer.check_ready_for_backward()  # no error: calling the layer recorded the forward
+    with tfscratch.no_grad():
+        layer(np.zeros((1, 4)))
+    with pytest.raises(RuntimeError, match="no_grad"):
+        layer.check_ready_for_backward()
+
+
+def test_an_optimiser_trains_every_parameter_of_a_learners_layer():
+    layer = TwoLinears()
+    before = {name: p.data.copy() for name, p in layer.named_parameters().items()}
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    out = layer(x)
+    layer.backward(np.ones_like(out))
+    SGD(layer.parameters(), lr=0.1).step()
+    moved = [
+        name for name, p in layer.named_parameters().items() if not (p.data == before[name]).all()
+    ]
+    assert moved == list(before)

@@ -69,7 +69,7 @@ def gradcheck(
     """
     kwargs = kwargs or {}
     if isinstance(fn, Module):
-        forward, backward = fn.forward, backward or fn.backward
+        forward, backward = fn, backward or fn.backward  # fn(x): calls forward, records it
         params = fn.named_parameters() if params is None else params
     else:
         forward, params = fn, params or {}

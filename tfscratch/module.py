@@ -199,9 +199,12 @@ class Module:
     """Base class of every layer and model.
 
     Submodules and parameters are found by looking at the instance's attributes, in the
-    order they were assigned: a ``Parameter``, a ``Module``, or a list of ``Module`` s
-    (named ``blocks.0``, ``blocks.1``, ...). Attributes whose names start with ``_`` are
-    private state (forward caches) and are never visited.
+    order they were assigned: a ``Parameter`` or a ``Module``, also inside a list or tuple
+    (named ``blocks.0``, ``blocks.1``, ...) or as a value of a dict (``heads.left``), as
+    PyTorch's ``ModuleList``/``ModuleDict``/``ParameterList`` would hold them. Attributes
+    whose names start with ``_`` are private state (forward caches) and are never visited,
+    so assigning a ``Module`` or ``Parameter`` to such a name is refused: it would silently
+    not be trained.
     """
 
     training: bool = True
@@ -209,10 +212,25 @@ class Module:
     # inside no_grad() and kept nothing.
     _ready_for_backward: bool | None = None
 
+    def __setattr__(self, name: str, value) -> None:
+        if name.startswith("_") and _holds_weights(value):
+            raise AttributeError(
+                f"{type(self).__name__}.{name}: a Module or Parameter under a name that starts "
+                f"with '_' is private state, never found by parameters(), state_dict() or an "
+                f"optimiser, so it would not train; name it without the underscore "
+                f"(self.{name.lstrip('_')} = ...)"
+            )
+        object.__setattr__(self, name, value)
+
     def __call__(self, *inputs, **options):
         """``module(x)`` is ``module.forward(x)``, looked up on the instance, so a forward
-        you wrap or replace (``layer.forward = watch(layer.forward)``) is the one called."""
-        return self.forward(*inputs, **options)
+        you wrap or replace (``layer.forward = watch(layer.forward)``) is the one called.
+        It also records that a forward ran (kept for a backward unless inside ``no_grad()``),
+        so a layer that keeps its cache as ``self._x = x`` can call
+        :meth:`check_ready_for_backward` too."""
+        output = self.forward(*inputs, **options)
+        self._ready_for_backward = _grad_mode.enabled
+        return output
 
     def forward(self, *inputs, **options):  # pragma: no cover - abstract
         """Compute the output and keep what ``backward`` needs (each layer defines it).
@@ -273,7 +291,10 @@ class Module:
             return
         name = type(self).__name__
         if self._ready_for_backward is None:
-            raise RuntimeError(f"{name}.backward was called before any forward: run forward first")
+            raise RuntimeError(
+                f"{name}.backward was called before any forward: run the forward first, as "
+                f"layer(x) (which records it) or layer.forward(x) with save_for_backward(...)"
+            )
         raise RuntimeError(
             f"{name}.backward: the last forward ran inside no_grad(), which keeps nothing for a "
             "backward; run the forward again outside `with no_grad():`"
@@ -281,19 +302,24 @@ class Module:
 
     # --- walking the tree -------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        """The direct submodules: ``(name, module)``, a list's items as ``name.0``, ``name.1``."""
+        """The direct submodules: ``(name, module)``; a list's items as ``name.0``,
+        ``name.1``, a dict's as ``name.key``."""
+        for name, value in self._public_items():
+            if isinstance(value, Module):
+                yield name, value
+
+    def _public_items(self) -> Iterator[tuple[str, object]]:
+        """Every public attribute, with the items of lists, tuples and dicts under dotted
+        names (``None`` items, a layer switched off, are skipped)."""
         for name, value in vars(self).items():
             if name.startswith("_"):
                 continue
-            if isinstance(value, Module):
+            if isinstance(value, (list, tuple)):
+                yield from ((f"{name}.{index}", item) for index, item in enumerate(value))
+            elif isinstance(value, dict) and value and _holds_weights(value):
+                yield from ((f"{name}.{key}", item) for key, item in value.items())
+            else:
                 yield name, value
-            elif (
-                isinstance(value, (list, tuple))
-                and value
-                and all(isinstance(item, Module) for item in value)
-            ):
-                for index, item in enumerate(value):
-                    yield f"{name}.{index}", item
 
     def named_parameters(self, prefix: str = "") -> dict[str, Parameter]:
         """Every parameter under a dotted name, e.g. ``blocks.0.attn.q_proj.weight``.
@@ -304,7 +330,8 @@ class Module:
             prefix: put in front of every name.
 
         Returns:
-            dict of name -> :class:`Parameter`, in the order the attributes were assigned.
+            dict of name -> :class:`Parameter`: the module's own parameters first, then each
+            submodule's, each group in the order its attributes were assigned.
         """
         found: dict[str, Parameter] = {}
         seen: set[int] = set()
@@ -312,9 +339,7 @@ class Module:
         return found
 
     def _collect_parameters(self, prefix: str, found: dict, seen: set) -> None:
-        for name, value in vars(self).items():
-            if name.startswith("_"):
-                continue
+        for name, value in self._public_items():
             if isinstance(value, Parameter) and id(value) not in seen:
                 seen.add(id(value))
                 found[prefix + name] = value
@@ -393,6 +418,16 @@ class Module:
     def __repr__(self) -> str:
         children = ", ".join(name for name, _ in self.named_children())
         return f"{type(self).__name__}({children})"
+
+
+def _holds_weights(value) -> bool:
+    """A Module or Parameter, or a list, tuple or dict with one among its items."""
+    if isinstance(value, (Module, Parameter)):
+        return True
+    items = value.values() if isinstance(value, dict) else value
+    return isinstance(value, (list, tuple, dict)) and any(
+        isinstance(item, (Module, Parameter)) for item in items
+    )
 
 
 def _is_numeric(dtype: np.dtype) -> bool:
