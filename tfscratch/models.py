@@ -17,8 +17,8 @@ of the hyperparameters they have in common, the embedding stem (token embedding 
 + dropout) with its backward, and the vocabulary head (tied or not) with its backward.
 
 Weights start as GPT-2's do, except one detail: every linear map and embedding drawn from
-N(0, 0.02), biases zero, LayerNorm the identity. Small initial weights give near-uniform
-first predictions, so the first loss is close to ln(vocab_size). (GPT-2 also scales the
+N(0, 0.02²) (std 0.02), biases zero, LayerNorm the identity. Small initial weights give
+near-uniform first predictions, so the first loss is close to ln(vocab_size). (GPT-2 also scales the
 weights of the layers that write into the residual stream, ``out_proj`` and ``fc2``, by
 1/sqrt(2 n_layers); these models do not, which matters little at four layers.)
 """
@@ -51,11 +51,13 @@ TOKEN_TABLES = ("tok_emb.weight", "src_emb.weight", "tgt_emb.weight")
 
 
 def _init_gpt2(model: Module, rng: np.random.Generator, scale_embeddings: bool = False) -> None:
-    """N(0, 0.02) for weight matrices and embedding tables, zeros for biases.
+    """N(0, 0.02²) (std 0.02, GPT-2's) for weight matrices and embedding tables, zeros for
+    biases; GPT-2's extra 1/sqrt(2 n_layers) on the residual projections is not applied.
 
-    With ``scale_embeddings`` the token tables are drawn N(0, 1/d_model) instead, so that
-    after the forward's ``sqrt(d_model)`` scaling their entries are of order 1, as the
-    position vectors are (the original paper's footing).
+    With ``scale_embeddings`` the token tables are drawn N(0, 1/d_model) instead (as the
+    tensor2tensor code does), so that after the forward's ``sqrt(d_model)`` scaling (the
+    paper's §3.4, which gives no initialisation) their entries are of order 1, as the
+    position vectors are.
     """
     token_std = 1.0 / np.sqrt(model.config["d_model"]) if scale_embeddings else INIT_STD
     for name, parameter in model.named_parameters().items():
@@ -262,9 +264,10 @@ class DecoderLM(Module):
 
     ``attn_only=True`` builds blocks without the feed-forward sublayer (``ln1`` and ``attn``
     only), the attention-only models of the circuits papers (notebook 15).
-    ``scale_embeddings=True`` puts token and position vectors on the original paper's footing:
-    the token table is drawn N(0, 1/d_model) and its rows are multiplied by
-    ``sqrt(d_model)`` before the positions are added (all three models take it).
+    ``scale_embeddings=True`` multiplies the token rows by ``sqrt(d_model)`` before the
+    positions are added, as the original paper does (§3.4), and draws the token table
+    N(0, 1/d_model) (as the tensor2tensor code), so both parts are of order 1 (all three
+    models take it).
 
     Args:
         vocab_size: the number of token ids (the tokenizer's ``vocab_size``).
