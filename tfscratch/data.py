@@ -266,7 +266,7 @@ def number_pairs(numbers: Iterable[int], src: str = "en", tgt: str = "es") -> li
 
 
 def toy_translation_pairs() -> list[tuple[str, str]]:
-    """The three English -> Spanish sentence pairs of the original notebook."""
+    """Three toy English -> Spanish sentence pairs, the first example of notebook 09."""
     return [
         ("hello my name", "hola mi nombre"),
         ("hello messi", "hola messi"),
