@@ -20,7 +20,53 @@ def pytest_collectstart(collector):
 OUTPUT_TIMEOUT_S = 60
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption(
+        "--rerun-cells",
+        action="store_true",
+        help="after each notebook, run its exercises and unchecked-output cells again",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if hasattr(item, "output_timeout"):
             item.output_timeout = OUTPUT_TIMEOUT_S
+    if config.getoption("--rerun-cells"):
+        items[:] = _with_reruns(items)
+
+
+# Every cell can be re-run (a learner re-runs a training cell after an interrupt, or an
+# exercise after a fix): after a notebook's last cell, in the same kernel, each exercise
+# (its solution cell and its graded check) and each cell whose output is not compared (a
+# training run, a sample, a timing) with the code cell after it (which asserts what it made)
+# run again, and their outputs must again match the stored ones.
+def _with_reruns(items):
+    by_notebook: dict = {}
+    for item in items:
+        by_notebook.setdefault(item.parent, []).append(item)
+    result = []
+    for parent, cells in by_notebook.items():
+        result.extend(cells)
+        if not all(hasattr(cell, "cell_num") for cell in cells):
+            continue
+        chosen = set()
+        for index, item in enumerate(cells):
+            nbgrader = item.cell.metadata.get("nbgrader", {})
+            rerun_with_next = nbgrader.get(
+                "solution"
+            ) or "nbval-ignore-output" in item.cell.metadata.get("tags", [])
+            if rerun_with_next:
+                chosen.update({index, index + 1} & set(range(len(cells))))
+        for index in sorted(chosen):
+            cell = cells[index]
+            rerun = type(cell).from_parent(
+                parent,
+                name=f"{cell.name} again",
+                cell_num=cell.cell_num,
+                cell=cell.cell,
+                options=cell.options,
+            )
+            rerun.output_timeout = OUTPUT_TIMEOUT_S
+            result.append(rerun)
+    return result

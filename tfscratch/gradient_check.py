@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .module import Module
+from .module import Module, no_grad
 
 ZERO_GRADIENT = 1e-7
 # The fourth-order central difference f'(x) ~ [f(x-2h) - 8f(x-h) + 8f(x+h) - f(x+2h)] / 12h.
@@ -89,10 +89,12 @@ def gradcheck(
             "the model with dtype=np.float64 for the check"
         )
 
-    output = forward(*inputs, **kwargs)
+    with no_grad():  # forwards with no backward of their own keep nothing for one
+        output = forward(*inputs, **kwargs)
     output = output[0] if isinstance(output, tuple) else output
     projection = rng.standard_normal(np.shape(output))
 
+    @no_grad()
     def loss() -> float:
         out = forward(*inputs, **kwargs)
         out = out[0] if isinstance(out, tuple) else out

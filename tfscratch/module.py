@@ -7,8 +7,27 @@ Every layer in tfscratch is a ``Module`` with an explicit ``forward`` and ``back
 * ``backward(grad_output)`` returns the gradient with respect to the input(s) and
   *accumulates* (``+=``) the gradient of every parameter into ``parameter.grad``.
 
-There is no autograd tape: each backward is written next to its forward, micrograd-style,
-so the chain rule is visible line by line.
+There is no autograd tape of operations: each backward is written next to its forward,
+micrograd-style, so the chain rule is visible line by line. What ``module(x)`` does add is a
+small record per call of what that forward kept, so that a backward always runs on the cache
+of the forward it belongs to:
+
+* a module used twice in one forward (weight sharing by reuse: the same layer, the same block
+  twice in a stack) keeps two records, and its two backwards (called in reverse order, as the
+  chain rule calls them) each get their own, so the gradients add up right;
+* a second ``backward`` for one forward raises (it would add the gradients twice; PyTorch
+  raises too);
+* a model called again on other values before the backward of its previous forward
+  (printing another batch's logits, a validation forward outside ``no_grad()``) keeps only
+  the newest forward, so its backward raises when the gradient's shape fits both outputs:
+  which forward the gradient belongs to cannot be known, and the newest one is the wrong
+  guess as often as not. Called again on the same input (a cell that shows the output, then
+  one that runs forward and backward), it keeps the same caches, and the backward is right
+  either way (with dropout active the caches differ); a gradient shaped like the newest
+  output only belongs to the newest forward;
+* the same holds for a layer of a model called on its own, on other values, between the
+  model's forward and its backward (a look inside): the model's backward raises when it
+  reaches that layer with a gradient that fits both.
 
 ``with no_grad():`` (as PyTorch's ``torch.no_grad``) runs forwards that keep nothing for a
 backward: generation, translation and evaluation use it, so they hold no memory for a
@@ -149,6 +168,42 @@ class _GradMode(threading.local):
 _grad_mode = _GradMode()
 
 
+class _Depth(threading.local):
+    """How many ``module(x)`` calls (and backwards) are running in this thread: a call at
+    depth 0 is one the learner made (a whole model, or a layer on its own), not one from
+    inside a forward."""
+
+    forward = 0
+    backward = 0
+
+
+_depth = _Depth()
+
+
+class _Records:
+    """A module's records of its forwards kept for a backward (see the module docstring).
+
+    Attributes:
+        kept: one ``(attributes, output shape)`` pair per forward not yet back-propagated,
+            oldest first: every attribute that forward assigned (``self._x_hat = ...``), put
+            back before the backward of that forward, and the shape of what it returned.
+        filling: the dict the running forward assigns into, or None outside a forward.
+        replaced: when this module's last call made at the top kept other values than the
+            records it dropped (here or in a module under it), the output shapes of this
+            module's own dropped forwards: a backward might be meant for one of them.
+        spent: the last kept forward has had its backward.
+        in_backward: the module's backward is running (a subclass's ``super().backward``
+            then runs on the same record).
+    """
+
+    def __init__(self):
+        self.kept: list[tuple] = []
+        self.filling: dict | None = None
+        self.replaced: list[tuple] = []
+        self.spent = False
+        self.in_backward = False
+
+
 def is_grad_enabled() -> bool:
     """False inside ``with no_grad():``, where forwards keep nothing for a backward."""
     return _grad_mode.enabled
@@ -221,16 +276,104 @@ class Module:
                 f"(self.{name.lstrip('_')} = ...)"
             )
         object.__setattr__(self, name, value)
+        records = vars(self).get("_records")
+        if records is not None and not records.in_backward:
+            if records.filling is not None:
+                records.filling[name] = value  # what this call's forward kept
+            else:
+                records.spent = False  # a direct .forward() keeping a new cache
+
+    def __init_subclass__(cls, **kwargs):
+        """Each layer's own ``backward`` first puts back what its forward kept (below)."""
+        super().__init_subclass__(**kwargs)
+        if "backward" in vars(cls):
+            cls.backward = _on_its_forward(vars(cls)["backward"])
 
     def __call__(self, *inputs, **options):
         """``module(x)`` is ``module.forward(x)``, looked up on the instance, so a forward
         you wrap or replace (``layer.forward = watch(layer.forward)``) is the one called.
-        It also records that a forward ran (kept for a backward unless inside ``no_grad()``),
-        so a layer that keeps its cache as ``self._x = x`` can call
-        :meth:`check_ready_for_backward` too."""
-        output = self.forward(*inputs, **options)
-        self._ready_for_backward = _grad_mode.enabled
+
+        Outside ``no_grad()`` it also records what this forward assigned to ``self`` (its
+        cache), for the backward of this call; see the module docstring. A call made at the
+        top (not from inside another module's forward) first drops the records of forwards
+        whose backward never came, in this module and every module under it."""
+        if not _grad_mode.enabled:
+            output = self.forward(*inputs, **options)
+            self._ready_for_backward = False
+            return output
+        records = vars(self).get("_records")
+        if records is None:
+            records = self._records = _Records()
+        dropped = self._drop_kept_forwards() if _depth.forward == 0 else {}
+        outer, records.filling = records.filling, {}
+        _depth.forward += 1
+        try:
+            output = self.forward(*inputs, **options)
+            shape = np.shape(output[0] if isinstance(output, tuple) else output)
+            records.kept.append((records.filling, shape))
+        finally:
+            _depth.forward -= 1
+            records.filling = outer
+        if any(dropped.values()) and not _kept_the_same(dropped):
+            records.replaced = [shape for _, shape in dropped[self]]  # might be meant instead
+        records.spent = False
+        self._ready_for_backward = True
         return output
+
+    def _drop_kept_forwards(self) -> dict:
+        """Before a call the learner makes: drop the records kept in this module and every
+        module under it, and return them, ``{module: [(attributes, shape), ...]}``, to be
+        compared with what this call keeps."""
+        dropped = {}
+        for module in self.modules():
+            records = vars(module).get("_records")
+            if records is not None:
+                dropped[module], records.kept, records.replaced = records.kept, [], []
+        return dropped
+
+    def forget_forwards(self) -> None:
+        """Drop what earlier forwards kept for a backward that will not come, here and in
+        every module under it (``train`` starts with it: a forward run to look at the model
+        before training is not an error)."""
+        for module in self.modules():
+            if "_records" in vars(module):
+                module._records.kept.clear()
+                module._records.replaced = []
+
+    def _restore_forward(self, grads: tuple) -> tuple | None:
+        """Put back what the forward this backward belongs to kept, and return that record;
+        raise when that forward is gone or cannot be told (see the module docstring).
+
+        Args:
+            grads: the gradients backward was given (the first one's shape tells a forward
+                whose output it fits from one whose output it does not).
+        """
+        records = self._records
+        name = type(self).__name__
+        if records.replaced:
+            shape = np.shape(grads[0]) if grads else None
+            fits = [old for old in records.replaced if shape is None or old == shape]
+            records.replaced = []
+            if fits:
+                raise RuntimeError(
+                    f"{name}.backward: this module ran another forward, on other values, "
+                    "after the one before it (called on its own, or inside another model) and "
+                    "kept only the newest; your gradient fits either output, so which forward "
+                    "it belongs to cannot be known. Run the "
+                    "forward whose loss you differentiate right before backward, and wrap the "
+                    "other forwards (evaluation, printing) in `with no_grad():`"
+                )
+        if records.spent:
+            raise RuntimeError(
+                f"{name}.backward was called twice for one forward: a second backward would "
+                "add every gradient again (PyTorch raises here too). Run the forward again "
+                "first (and zero the gradients if you meant to start over)"
+            )
+        if not records.kept:  # forward was called directly: its cache is what self holds
+            return None
+        record = records.kept.pop()
+        vars(self).update(record[0])
+        return record
 
     def forward(self, *inputs, **options):  # pragma: no cover - abstract
         """Compute the output and keep what ``backward`` needs (each layer defines it).
@@ -265,8 +408,11 @@ class Module:
             arrays: ``name=value`` pairs to keep.
         """
         if _grad_mode.enabled:
-            vars(self).update({f"_{name}": value for name, value in arrays.items()})
+            for name, value in arrays.items():
+                setattr(self, f"_{name}", value)
             self._ready_for_backward = True
+            if "_records" in vars(self):
+                self._records.spent = False
         elif self._ready_for_backward is not False:  # once dropped, there is nothing to drop
             vars(self).update(dict.fromkeys(f"_{name}" for name in arrays))
             self._ready_for_backward = False
@@ -418,6 +564,70 @@ class Module:
     def __repr__(self) -> str:
         children = ", ".join(name for name, _ in self.named_children())
         return f"{type(self).__name__}({children})"
+
+
+def _on_its_forward(backward):
+    """``backward`` that first restores the cache of the forward it belongs to."""
+
+    @functools.wraps(backward)
+    def on_its_forward(self, *grads, **options):
+        records = vars(self).get("_records")
+        if records is None:  # only direct .forward() calls so far
+            records = self._records = _Records()
+        if records.in_backward:  # super().backward(...) of a subclass: the same record
+            return backward(self, *grads, **options)
+        outermost = _depth.backward == 0
+        _depth.backward += 1
+        records.in_backward = True
+        try:
+            self._restore_forward(grads)
+            grad_input = backward(self, *grads, **options)
+        except BaseException:
+            if outermost:  # a backward stopped half-way: what its forward kept is spent
+                self.forget_forwards()
+            raise
+        finally:
+            records.in_backward = False
+            _depth.backward -= 1
+        records.spent = not records.kept
+        return grad_input
+
+    return on_its_forward
+
+
+def _kept_the_same(dropped: dict) -> bool:
+    """Whether every module of ``dropped`` (module -> the records a call made at the top
+    dropped) kept the same values again in that call."""
+    return all(
+        len(module._records.kept) == len(earlier)
+        and all(
+            _same_cache(old, new)
+            for (old, _), (new, _) in zip(earlier, module._records.kept, strict=True)
+        )
+        for module, earlier in dropped.items()
+        if earlier
+    )
+
+
+def _same_cache(a, b) -> bool:
+    """Whether two forwards kept the same values (arrays equal, NaN included)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_cache(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_same_cache, a, b))
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return (
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+        )
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _holds_weights(value) -> bool:

@@ -291,6 +291,7 @@ def train(
     params = model.parameters()
     _check_optimizer_holds(optimizer, params)
     batch_stream = iter(batches)
+    model.forget_forwards()  # a forward run before train() (to look) has no backward coming
     rows: list[tuple] = []
     best_val, best_step = math.inf, None
     with in_mode(model, training=True), progress_bar(steps, desc, progress) as bar:
