@@ -98,7 +98,7 @@ def user_environment(settings: dict, role: str) -> dict[str, str]:
 
     JUPYTER_CONFIG_PATH puts the role's configuration first: nbgrader's settings for everyone
     (course id, exchange) and the role's extensions. PATH starts with the users' environment,
-    so a terminal in the Lab finds `nbgrader` and `python` there. One OpenBLAS thread, as on
+    so a terminal in the Lab finds `nbgrader` and `python` there. One BLAS thread, as on
     Binder (binder/start): a student's server gets about one CPU, and OpenBLAS would otherwise
     start a thread per core of the machine, which then wait on each other.
     """
@@ -109,6 +109,8 @@ def user_environment(settings: dict, role: str) -> dict[str, str]:
             [str(Path(settings["venv"]) / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]
         ),
         "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
 
 

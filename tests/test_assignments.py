@@ -192,6 +192,40 @@ def test_student_versions_open_every_scaffold_and_drop_try_it_first(route, tmp_p
         assert not [cell.source for cell in student.cells if "Try it first" in cell.source]
 
 
+def test_the_course_config_gives_every_graded_kernel_one_blas_thread(tmp_path):
+    # OpenBLAS starts a thread per core in each kernel unless told otherwise; with another
+    # process busy on 2 cores, 07's training then took 678 s instead of 115 s and passed the
+    # cell limit. nbgrader's kernels inherit its environment, which the course's config sets,
+    # whatever the shell that runs `nbgrader autograde` says.
+    shutil.copy(COURSE_CONFIG, tmp_path)
+    probe = (
+        "import os\n"
+        "from traitlets.config.loader import PyFileConfigLoader\n"
+        "PyFileConfigLoader('nbgrader_config.py', '.').load_config()\n"
+        "from jupyter_client.manager import KernelManager\n"
+        "km = KernelManager(kernel_name='python3')\n"
+        "km.start_kernel()\n"
+        "kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=60)\n"
+        "names = ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS')\n"
+        "reply = kc.execute_interactive(\n"
+        "    f'import os; print([os.environ.get(n) for n in {names}])',\n"
+        "    output_hook=lambda m: print(m['content'].get('text', ''), end=''), timeout=60)\n"
+        "kc.stop_channels(); km.shutdown_kernel(now=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["OPENBLAS_NUM_THREADS"] = "4"  # a shell that asked for more is overruled
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("['1', '1', '1']"), done.stdout
+
+
 # -- the grading round trip: release, submit, autograde, feedback --------------------------
 
 COURSE_CONFIG = ROOT / "classroom" / "nbgrader_config.py"
