@@ -152,12 +152,16 @@ assignments: $(CLASSROOM_INSTALLED)
 ## exercises: blank copies of the notebooks (the answers taken out, as nbgrader's student
 ## versions) in build/exercises/, to work without the answers: make lab LAB_DIR=build/exercises
 # A copy you already have is kept (your work is not overwritten): delete it for a fresh one.
+# The copies are made from the notebooks as committed (git show HEAD:...), not from the ones
+# your Lab may have changed in notebooks/ (a clone without git: from the files).
 EXERCISES := build/exercises
 exercises: $(CLASSROOM_INSTALLED)
 	rm -rf $(EXERCISES)/.nbgrader && mkdir -p $(EXERCISES)/.nbgrader
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); mkdir -p $(EXERCISES)/.nbgrader/source/$$name && \
-		cp $$nb $(EXERCISES)/.nbgrader/source/$$name/; \
+		if git cat-file -e HEAD:./$$nb 2>/dev/null; then \
+			git show HEAD:./$$nb > $(EXERCISES)/.nbgrader/source/$$name/$$name.ipynb; \
+		else cp $$nb $(EXERCISES)/.nbgrader/source/$$name/; fi; \
 	done
 	cp $(COURSE_CONFIG) $(EXERCISES)/.nbgrader/
 	cd $(EXERCISES)/.nbgrader && PATH="$(abspath $(BIN)):$$PATH" \
