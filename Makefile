@@ -138,17 +138,11 @@ bench: $(DEV_INSTALLED)
 bench-memory: $(DEV_INSTALLED)
 	$(BIN)/python benchmarks/bench_memory.py
 
-# The committed notebooks keep each solution cell collapsed under a "Try it first" line; in a
-# student version the cell holds only the scaffold to complete: it opens expanded, and the
-# line that points to a hidden solution goes.
-EXPAND_ANSWERS = $(BIN)/python -c 'import sys, nbformat; \
-	nbs = {p: nbformat.read(p, as_version=4) for p in sys.argv[1:]}; \
-	[c.metadata.pop("jupyter", None) for nb in nbs.values() for c in nb.cells \
-	 if c.metadata.get("nbgrader", {}).get("solution")]; \
-	[c.update(source="\n".join(line for line in c.source.split("\n") \
-	 if not line.startswith("*Try it first:")).rstrip()) \
-	 for nb in nbs.values() for c in nb.cells if c.cell_type == "markdown"]; \
-	[nbformat.write(nb, p) for p, nb in nbs.items()]'
+# Student versions: nbgrader's generate_assignment with the course's configuration
+# (classroom/nbgrader_config.py), whose `student_version` opens each scaffold and drops the
+# "Try it first" line, the same on the hub. It comes with classroom/tfscratch_exchange.py (the
+# exchange's submit and collect, safe between students on a shared machine).
+COURSE_CONFIG := classroom/nbgrader_config.py classroom/tfscratch_exchange.py
 
 ## assignments: student versions of every notebook (nbgrader) in build/classroom/release/
 # nbgrader starts alembic (the gradebook's migrations) from PATH, so the venv goes first.
@@ -157,25 +151,27 @@ assignments: $(CLASSROOM_INSTALLED)
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); mkdir -p $(CLASSROOM)/source/$$name && cp $$nb $(CLASSROOM)/source/$$name/; \
 	done
-	cp classroom/nbgrader_config.py $(CLASSROOM)/nbgrader_config.py
+	cp $(COURSE_CONFIG) $(CLASSROOM)/
 	cd $(CLASSROOM) && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
-	$(EXPAND_ANSWERS) $(CLASSROOM)/release/*/*.ipynb
 	@echo "student notebooks in $(CLASSROOM)/release/; see README.md, 'For instructors'"
 
 ## exercises: blank copies of the notebooks (the answers taken out, as nbgrader's student
 ## versions) in build/exercises/, to work without the answers: make lab LAB_DIR=build/exercises
 # A copy you already have is kept (your work is not overwritten): delete it for a fresh one.
+# The copies are made from the notebooks as committed (git show HEAD:...), not from the ones
+# your Lab may have changed in notebooks/ (a clone without git: from the files).
 EXERCISES := build/exercises
 exercises: $(CLASSROOM_INSTALLED)
 	rm -rf $(EXERCISES)/.nbgrader && mkdir -p $(EXERCISES)/.nbgrader
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); mkdir -p $(EXERCISES)/.nbgrader/source/$$name && \
-		cp $$nb $(EXERCISES)/.nbgrader/source/$$name/; \
+		if git cat-file -e HEAD:./$$nb 2>/dev/null; then \
+			git show HEAD:./$$nb > $(EXERCISES)/.nbgrader/source/$$name/$$name.ipynb; \
+		else cp $$nb $(EXERCISES)/.nbgrader/source/$$name/; fi; \
 	done
-	echo 'get_config().CourseDirectory.course_id = "tfscratch"' > $(EXERCISES)/.nbgrader/nbgrader_config.py
+	cp $(COURSE_CONFIG) $(EXERCISES)/.nbgrader/
 	cd $(EXERCISES)/.nbgrader && PATH="$(abspath $(BIN)):$$PATH" \
 		$(abspath $(BIN))/nbgrader generate_assignment "*" --force --log-level=WARN
-	$(EXPAND_ANSWERS) $(EXERCISES)/.nbgrader/release/*/*.ipynb
 	@for nb in $(NOTEBOOKS); do \
 		name=$$(basename $$nb .ipynb); \
 		if [ -e $(EXERCISES)/$$name.ipynb ]; then echo "kept your $(EXERCISES)/$$name.ipynb"; \

@@ -12,12 +12,18 @@ environment's Python. The script
    (mode 0700) and a generated password (kept for the next start in <state>/hub/accounts.json,
    readable by root only). An account that exists but was not made here is never touched;
 3. makes nbgrader's exchange, <state>/exchange, with the permissions nbgrader documents
-   (everyone may write; the sticky bit keeps one account from deleting another's files);
+   (everyone may write; the sticky bit keeps one account from deleting another's files), and
+   in it the course's folder, owned by the instructor with nbgrader's modes (course and
+   outbound 0755, inbound 2733, feedback 0711), before any student can log in: a student who
+   made it first would own the course's exchange (reliability review, S2);
 4. gives the instructor the course directory ~/tfscratch on first start (as `make
    assignments` makes build/classroom: classroom/nbgrader_config.py, every notebook in
    source/), whose `exchange` is a link to the shared exchange;
 5. writes each role's Jupyter configuration to <state>/etc: students get the Assignments tab
-   (nbgrader's assignment list) and no formgrader, the instructor both;
+   (nbgrader's assignment list) and no formgrader, the instructor both; everyone's terminal
+   keeps the users' environment on PATH (classroom/hub/common/), and everyone's nbgrader uses
+   the exchange of classroom/tfscratch_exchange.py (a submission is its owner's and the
+   instructor's only; collect skips an entry not made by the student it names);
 6. starts JupyterHub (classroom/jupyterhub_config.py), prints the URL and the logins, and on
    Ctrl-C (or SIGTERM) stops it, which stops every user's server and the proxy.
 
@@ -47,6 +53,7 @@ CLASSROOM = Path(__file__).resolve().parent
 ROOT = CLASSROOM.parent
 COURSE_ID = "tfscratch"
 COURSE_FOLDER = "tfscratch"  # the instructor's course directory, in their home
+EXCHANGE_PLUGINS = "tfscratch_exchange.py"  # nbgrader's exchange, made safe between students
 SETTINGS_VARIABLE = "TFSCRATCH_HUB_SETTINGS"  # how jupyterhub_config.py finds this run's settings
 ROLES = ("instructor", "student")
 START_TIMEOUT_S = 60
@@ -91,7 +98,7 @@ def user_environment(settings: dict, role: str) -> dict[str, str]:
 
     JUPYTER_CONFIG_PATH puts the role's configuration first: nbgrader's settings for everyone
     (course id, exchange) and the role's extensions. PATH starts with the users' environment,
-    so a terminal in the Lab finds `nbgrader` and `python` there. One OpenBLAS thread, as on
+    so a terminal in the Lab finds `nbgrader` and `python` there. One BLAS thread, as on
     Binder (binder/start): a student's server gets about one CPU, and OpenBLAS would otherwise
     start a thread per core of the machine, which then wait on each other.
     """
@@ -102,6 +109,8 @@ def user_environment(settings: dict, role: str) -> dict[str, str]:
             [str(Path(settings["venv"]) / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]
         ),
         "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
 
 
@@ -228,18 +237,58 @@ def prepare_state(settings: dict) -> None:
     write_configuration(settings)
 
 
+# nbgrader's modes for a course's folders in the exchange (ExchangeReleaseAssignment and
+# ExchangeReleaseFeedback): students read outbound, write but cannot list inbound (whose
+# set-group-ID bit gives each submission the instructor's group), and open feedback by name.
+COURSE_EXCHANGE_MODES = {".": 0o755, "outbound": 0o755, "inbound": 0o2733, "feedback": 0o711}
+
+
+def ensure_course_exchange(settings: dict) -> Path:
+    """<exchange>/tfscratch and its folders, the instructor's, made before any student logs in.
+
+    One that exists and belongs to another account was made by someone else (a student, before
+    the first release): the hub refuses to start on it rather than hand the course to them.
+    """
+    account = pwd.getpwnam(settings["instructor"])
+    course = Path(settings["exchange"]) / COURSE_ID
+    for name, mode in COURSE_EXCHANGE_MODES.items():
+        path = (course / name) if name != "." else course
+        if path.is_symlink() or (path.exists() and path.lstat().st_uid != account.pw_uid):
+            owner = pwd.getpwuid(path.lstat().st_uid).pw_name
+            raise Refusal(
+                f"The course's exchange folder {path} belongs to {owner}, not to the instructor "
+                f"{settings['instructor']}: someone made it before the hub did. Look at what is in "
+                "it, move it away, and start make hub again (it makes the folder itself)."
+            )
+        path.mkdir(exist_ok=True)
+        os.chown(path, account.pw_uid, account.pw_gid)
+        path.chmod(mode)
+    return course
+
+
 def write_configuration(settings: dict) -> None:
     """<state>/etc/{instructor,student} from classroom/hub/, and common/ (nbgrader's settings)."""
     etc = Path(settings["state"]) / "etc"
-    for role in ROLES:
+    for role in (*ROLES, "common"):
         shutil.rmtree(etc / role, ignore_errors=True)
         shutil.copytree(CLASSROOM / "hub" / role, etc / role)
-    (etc / "common").mkdir(parents=True, exist_ok=True)
+    shutil.copy(
+        ROOT / "jupyter" / "learner" / "jupyter_server_config.py",
+        etc / "common" / "learner_contents_config.py",
+    )
+    plugins = etc / "common" / EXCHANGE_PLUGINS
+    shutil.copy(CLASSROOM / EXCHANGE_PLUGINS, plugins)
     (etc / "common" / "nbgrader_config.py").write_text(
         "# Written by `make hub` (classroom/hub.py): nbgrader's settings for every account.\n"
+        "import importlib.util\n\n"
         "c = get_config()  # noqa: F821\n"
         f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
         f"c.Exchange.root = {settings['exchange']!r}\n"
+        "# a submission is its owner's and the instructor's; collect skips forged entries\n"
+        f"spec = importlib.util.spec_from_file_location('tfscratch_exchange', {str(plugins)!r})\n"
+        "exchange = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(exchange)\n"
+        "exchange.use_in(c)\n"
     )
     for path in [etc, *etc.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -255,6 +304,7 @@ def ensure_course_directory(settings: dict) -> Path:
             (course / "source" / notebook.stem).mkdir(parents=True)
             shutil.copy(notebook, course / "source" / notebook.stem)
         shutil.copy(CLASSROOM / "nbgrader_config.py", course / "nbgrader_config.py")
+        shutil.copy(CLASSROOM / EXCHANGE_PLUGINS, course / EXCHANGE_PLUGINS)
         link.symlink_to(settings["exchange"])
         for path in [course, *course.rglob("*")]:
             os.chown(path, account.pw_uid, account.pw_gid, follow_symlinks=False)
@@ -400,6 +450,7 @@ def main(argv: list[str]) -> int:
         check_readable_by_everyone(settings)
         prepare_state(settings)
         accounts = ensure_accounts(settings)
+        ensure_course_exchange(settings)
         course = ensure_course_directory(settings)
         return run_hub(settings, accounts, course)
     except Refusal as refusal:

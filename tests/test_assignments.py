@@ -134,6 +134,98 @@ def test_checking_cells_fail_until_solved_and_pass_with_the_solutions(student_no
         assert not errors(cell), f"failed with the solutions:\n{cell.source}"
 
 
+# -- student versions, whichever way they are made -----------------------------------------
+
+ROUTE_NOTEBOOKS = [
+    ROOT / "notebooks" / name for name in ("02_softmax_and_loss.ipynb", "04_attention.ipynb")
+]
+
+
+def make(*args: str) -> None:
+    """A Makefile target of this clone, on the two notebooks above."""
+    notebooks = " ".join(str(path.relative_to(ROOT)) for path in ROUTE_NOTEBOOKS)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(ROOT), *args, f"NOTEBOOKS={notebooks}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def made_by(route: str, where: Path) -> dict[str, Path]:
+    """notebook stem -> the student version that ``route`` makes."""
+    stems = [path.stem for path in ROUTE_NOTEBOOKS]
+    if route == "make assignments":
+        make("assignments", f"CLASSROOM={where}")
+        return {stem: where / "release" / stem / f"{stem}.ipynb" for stem in stems}
+    if route == "make exercises":
+        make("exercises", f"EXERCISES={where}")
+        return {stem: where / f"{stem}.ipynb" for stem in stems}
+    # the hub's course directory (classroom/hub.py gives the instructor these files), where the
+    # instructor runs generate_assignment in a terminal or with the formgrader's button
+    where.mkdir()
+    for path in [COURSE_CONFIG, ROOT / "classroom" / "tfscratch_exchange.py"]:
+        shutil.copy(path, where)
+    for path in ROUTE_NOTEBOOKS:
+        (where / "source" / path.stem).mkdir(parents=True)
+        shutil.copy(path, where / "source" / path.stem)
+    nbgrader(where, "generate_assignment", "*", "--force")
+    return {stem: where / "release" / stem / f"{stem}.ipynb" for stem in stems}
+
+
+@pytest.mark.parametrize("route", ["make assignments", "make exercises", "course directory"])
+def test_student_versions_open_every_scaffold_and_drop_try_it_first(route, tmp_path):
+    # The committed notebooks collapse each solution cell under a "Try it first" line; a
+    # student version is made by one function (classroom/nbgrader_config.py, student_version)
+    # whatever makes it: every scaffold open, the line gone, nothing else of the notebook lost.
+    for stem, path in made_by(route, tmp_path / "made").items():
+        course = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+        student = nbformat.read(path, as_version=4)
+        assert any("*Try it first:" in cell.source for cell in course.cells)
+        assert len(student.cells) == len(course.cells)
+        solutions = [cell for cell in student.cells if nbgrader_role(cell) == "solution"]
+        assert len(solutions) >= 2
+        for cell in solutions:
+            assert "raise NotImplementedError()" in cell.source, cell.source
+            assert "jupyter" not in cell.metadata, (stem, cell.metadata)
+        assert not [cell.source for cell in student.cells if "Try it first" in cell.source]
+
+
+def test_the_course_config_gives_every_graded_kernel_one_blas_thread(tmp_path):
+    # OpenBLAS starts a thread per core in each kernel unless told otherwise; with another
+    # process busy on 2 cores, 07's training then took 678 s instead of 115 s and passed the
+    # cell limit. nbgrader's kernels inherit its environment, which the course's config sets,
+    # whatever the shell that runs `nbgrader autograde` says.
+    shutil.copy(COURSE_CONFIG, tmp_path)
+    probe = (
+        "import os\n"
+        "from traitlets.config.loader import PyFileConfigLoader\n"
+        "PyFileConfigLoader('nbgrader_config.py', '.').load_config()\n"
+        "from jupyter_client.manager import KernelManager\n"
+        "km = KernelManager(kernel_name='python3')\n"
+        "km.start_kernel()\n"
+        "kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=60)\n"
+        "names = ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS')\n"
+        "reply = kc.execute_interactive(\n"
+        "    f'import os; print([os.environ.get(n) for n in {names}])',\n"
+        "    output_hook=lambda m: print(m['content'].get('text', ''), end=''), timeout=60)\n"
+        "kc.stop_channels(); km.shutdown_kernel(now=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["OPENBLAS_NUM_THREADS"] = "4"  # a shell that asked for more is overruled
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("['1', '1', '1']"), done.stdout
+
+
 # -- the grading round trip: release, submit, autograde, feedback --------------------------
 
 COURSE_CONFIG = ROOT / "classroom" / "nbgrader_config.py"

@@ -57,6 +57,11 @@ def test_formgrader_finds_the_course_exchange_on_a_fresh_course(formgrader):
     assert 'id="warning-exchange"' not in page and 'id="warning-course-id"' not in page
     exchange = formgrader.course / "exchange"
     assert exchange.is_dir() and exchange.stat().st_mode & 0o7777 == 0o1777
+    # the course's own folder is made at once, with nbgrader's modes, by the instructor: on a
+    # machine with other accounts, one who made it first would own the course's exchange
+    modes = {".": 0o755, "outbound": 0o755, "inbound": 0o2733, "feedback": 0o711}
+    for name, mode in modes.items():
+        assert (exchange / "tfscratch" / name).stat().st_mode & 0o7777 == mode, name
 
 
 def test_the_autograder_gives_a_training_cell_the_time_it_needs(tmp_path):

@@ -6,26 +6,33 @@ three new accounts with unique names: an instructor and two students, alice and 
 prints the hub's URL and each account's login. Then each step is done by the account that
 does it in a class:
 
-1. the instructor makes the student version of notebook 02 and releases it (`nbgrader
-   generate_assignment`, `release_assignment`, in their course directory ~/tfscratch, as
-   their own account, with the environment the hub gives their server);
-2. alice and bob each get an API token with their password and start their server through
-   the hub's REST API (the server runs as their account);
-3. each fetches 02 through their own server, with the calls the Assignments tab makes
+1. the course's folder in the exchange is the instructor's, with nbgrader's modes, before anyone
+   logs in, and alice (logged in first) cannot plant an assignment in it or take it over (S2 of
+   the reliability review); make hub refuses to start on one someone else made;
+2. the instructor starts their server through the hub's REST API, opens a terminal of their
+   Lab (POST api/terminals, then the terminal's websocket) and types README.md's commands
+   verbatim: `cd ~/tfscratch`, `nbgrader generate_assignment` and `release_assignment` of 02;
+3. alice and bob each get an API token with their password and start their server through
+   the hub's REST API (the server runs as their account), and each types README.md's student
+   commands (`python -c "import tfscratch"`, `nbgrader list`) in a terminal of their Lab;
+4. each fetches 02 through their own server, with the calls the Assignments tab makes
    (GET assignments, POST assignments/fetch);
-4. alice writes the instructor's solution into her copy and submits; bob answers the first
+5. alice writes the instructor's solution into her copy and submits; bob answers the first
    exercise and submits, then starts over and resubmits the untouched notebook: the latest
    submission is the one that counts, so his first would score and his last does not;
-5. alice's submission belongs to her account, and bob can neither list the exchange's inbound
-   folder nor read her copy in her home;
-6. the instructor collects, autogrades (alice: full marks, the sum of 02's points; bob: 0),
-   exports grades.csv, generates and releases feedback;
-7. each student fetches their feedback through their server and finds their score in it;
-8. in Chromium, through the real pages: alice logs in on the hub's login page and sees 02 in
+6. alice's submission belongs to her account and the instructor's group only: bob can neither
+   list the exchange's inbound folder, nor read or write her submission knowing its name, nor
+   read her copy in her home; then bob files his notebook as alice's submission, dated 2099
+   (S1 of the reliability review);
+7. in the same terminal, the instructor collects (bob's forgery skipped, and said so; alice's
+   own submission and bob's latest collected), autogrades (alice: full marks, the sum of 02's
+   points; bob: 0), exports grades.csv, generates and releases feedback;
+8. each student fetches their feedback through their server and finds their score in it;
+9. in Chromium, through the real pages: alice logs in on the hub's login page and sees 02 in
    the Assignments tab; the instructor's Lab has the formgrader (in its Nbgrader menu and at
    /user/<instructor>/formgrader, which lists 02) and alice's has neither. Screenshots in
-   build/hub-test/, with the calls each account made (calls.txt);
-9. the hub stops cleanly on Ctrl-C (SIGINT to `make hub`): no process of the class is left.
+   build/hub-test/, with the calls each account made and the lines it typed (calls.txt);
+10. the hub stops cleanly on Ctrl-C (SIGINT to `make hub`): no process of the class is left.
 
 Whatever happens, the fixture stops the hub and removes the accounts (`userdel -r`).
 `make hub` needs root, as it creates accounts: run as anyone else (`nobody`), it refuses with a
@@ -56,6 +63,7 @@ import nbformat
 import psutil
 import pytest
 import requests
+import websocket
 
 pytestmark = pytest.mark.hub
 
@@ -69,6 +77,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 START_TIMEOUT_S = 900  # the first `make hub` installs the users' environment and the proxy
 HTTP_TIMEOUT_S = 120
 NBGRADER_TIMEOUT_S = 600
+README = ROOT / "README.md"
+FORGED_TIMESTAMP = "2099-01-01 00:00:00.000000 UTC"
 
 spec = importlib.util.spec_from_file_location("tfscratch_hub", ROOT / "classroom" / "hub.py")
 hub_module = importlib.util.module_from_spec(spec)
@@ -169,13 +179,92 @@ class Hub:
             check=False,
         )
 
-    def nbgrader(self, *args: str) -> subprocess.CompletedProcess:
-        """An nbgrader command of the instructor's, in their course directory (ends in 0)."""
+    def start_server(self, account: Account) -> None:
+        """A token from the account's password, then its server, through the hub's REST API."""
+        auth = {"auth": {"username": account.name, "password": account.password}}
+        response = self.request(account, "POST", f"/hub/api/users/{account.name}/tokens", json=auth)
+        assert response.status_code == 201, response.text
+        account.token = response.json()["token"]
+        response = self.request(account, "POST", f"/hub/api/users/{account.name}/server")
+        assert response.status_code in (201, 202), response.text
+
+    def wait_for_server(self, account: Account) -> None:
+        deadline = time.monotonic() + 120
+        while True:
+            response = self.request(account, "GET", f"/hub/api/users/{account.name}")
+            server = response.json()["servers"].get("")
+            if server and server["ready"]:
+                return
+            assert time.monotonic() < deadline, f"{account.name}'s server did not start"
+            time.sleep(1)
+
+    def terminal(self, account: Account) -> Terminal:
+        """A new terminal of the account's Lab (File > New > Terminal does the same call)."""
+        response = self.request(account, "POST", f"/user/{account.name}/api/terminals")
+        assert response.status_code == 200, response.text
+        name = response.json()["name"]
+        path = f"/user/{account.name}/terminals/websocket/{name}"
+        self.calls.append(f"{account.name}: (websocket) {path}")
+        url = self.url.replace("http://", "ws://") + path
+        socket_ = websocket.create_connection(
+            url, header=[f"Authorization: token {account.token}"], timeout=NBGRADER_TIMEOUT_S
+        )
+        return Terminal(self, account, name, socket_)
+
+
+@dataclass
+class Terminal:
+    """A Lab terminal (terminado's websocket): lines typed as a person types them."""
+
+    hub: Hub
+    account: Account
+    name: str
+    socket: websocket.WebSocket
+
+    def run(self, line: str, timeout: float = NBGRADER_TIMEOUT_S) -> tuple[int, str]:
+        """Type ``line`` and Enter, then wait for it to finish: (exit status, what it printed).
+
+        The status is echoed after the line as `__rc=N__`, typed as `__rc"="$?__`, so what the
+        terminal echoes of the typing never matches."""
+        self.hub.calls.append(f"{self.account.name} (terminal): {line}")
         started = time.monotonic()
-        done = self.as_account(self.instructor, "nbgrader", *args, cwd=self.course)
-        self.term.setdefault("seconds", {})[" ".join(args)] = time.monotonic() - started
-        assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done
+        self.socket.send(json.dumps(["stdin", f'{line}\recho "__rc"="$?"__\r']))
+        output = ""
+        deadline = started + timeout
+        while not (found := re.search(r"__rc=(\d+)__", output)):
+            assert time.monotonic() < deadline, f"{line!r} did not finish:\n{output}"
+            self.socket.settimeout(max(1.0, deadline - time.monotonic()))
+            message = json.loads(self.socket.recv())
+            if message[0] == "stdout":
+                output += message[1]
+            elif message[0] == "disconnect":
+                raise AssertionError(f"the terminal closed during {line!r}:\n{output}")
+        self.hub.term.setdefault("seconds", {})[line] = time.monotonic() - started
+        return int(found.group(1)), output
+
+    def close(self) -> None:
+        self.socket.close()
+        self.hub.request(
+            self.account, "DELETE", f"/user/{self.account.name}/api/terminals/{self.name}"
+        )
+
+
+def readme_commands(introduction: str) -> list[str]:
+    """The lines of README.md's first bash block after ``introduction``, comment lines left out
+    (each line is typed verbatim, with its trailing comment)."""
+    text = README.read_text()
+    assert introduction in text, introduction
+    block = text.split(introduction, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [
+        line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+INSTRUCTOR_COMMANDS = readme_commands("In a terminal of the instructor's Lab")
+STUDENT_COMMANDS = readme_commands("A student's terminal has the course too")
+# The instructor's commands, as the term goes: release before the students work, the rest after.
+RELEASE_COMMANDS = INSTRUCTOR_COMMANDS[:3]
+GRADING_COMMANDS = INSTRUCTOR_COMMANDS[3:]
 
 
 # -- starting and stopping the hub -----------------------------------------------------------
@@ -267,7 +356,7 @@ def hub():
         remove_accounts(hub)
         shutil.rmtree(state, ignore_errors=True)
         seconds = hub.term.get("seconds", {})
-        timings = [f"{seconds[step]:6.1f} s  nbgrader {step}" for step in seconds]
+        timings = [f"{seconds[step]:6.1f} s  {step}" for step in seconds]
         (ARTIFACTS / "calls.txt").write_text("\n".join(hub.calls + ["", *timings]) + "\n")
 
 
@@ -339,6 +428,16 @@ def save_notebook(hub: Hub, student: Account, notebook) -> None:
     assert response.status_code == 200, response.text
 
 
+def assert_student_version(notebook) -> None:
+    """Solution cells hold an open scaffold, and no line points to a hidden solution."""
+    solutions = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert solutions
+    for cell in solutions:
+        assert "raise NotImplementedError()" in cell.source
+        assert "jupyter" not in cell.metadata, cell.metadata
+    assert not [c for c in notebook.cells if "Try it first" in c.source]
+
+
 def test_make_hub_prints_the_url_and_how_to_log_in(hub):
     startup = hub.log().split("The class's hub is running at")
     assert startup[1].startswith(f" {hub.url} (stop it with Ctrl-C)")
@@ -349,35 +448,83 @@ def test_make_hub_prints_the_url_and_how_to_log_in(hub):
     assert not re.search(r"\[ConfigProxy\] \S*error", startup[0]) and "Traceback" not in startup[0]
 
 
-def test_the_instructor_releases_notebook_02(hub):
-    hub.nbgrader("generate_assignment", ASSIGNMENT)
-    hub.nbgrader("release_assignment", ASSIGNMENT)
+def test_the_courses_exchange_is_the_instructors_before_anyone_logs_in(hub):
+    # S2 of the reliability review: a student who made exchange/tfscratch before the first
+    # release owned the course's exchange. make hub makes it, the instructor's, with nbgrader's
+    # modes; then alice, logged in first, can neither plant an assignment nor take it over.
+    course = hub.exchange / COURSE_ID
+    for name, mode in hub_module.COURSE_EXCHANGE_MODES.items():
+        info = (course / name).stat()
+        assert info.st_uid == hub.instructor.uid, name
+        assert stat.S_IMODE(info.st_mode) == mode, (name, oct(info.st_mode))
+    alice = hub.accounts["alice"]
+    attacks = [
+        ["mkdir", "-p", str(course / "outbound" / ASSIGNMENT)],
+        ["chmod", "777", str(course / "inbound")],
+        ["mv", str(course), str(hub.exchange / "taken")],
+        ["rm", "-rf", str(course)],
+        ["mkdir", str(course / "feedback" / "planted")],
+    ]
+    for argv in attacks:
+        probe = hub.as_account(alice, *argv, cwd=Path("/"))
+        assert probe.returncode != 0, (argv, probe)
+        assert re.search("Permission denied|Operation not permitted", probe.stderr), probe.stderr
+    assert not (course / "outbound" / ASSIGNMENT).exists() and course.is_dir()
+
+
+def test_make_hub_refuses_a_course_exchange_someone_else_made(hub, tmp_path):
+    squatted = tmp_path / "exchange" / COURSE_ID
+    squatted.mkdir(parents=True)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(squatted, nobody.pw_uid, nobody.pw_gid)
+    settings = {"instructor": hub.instructor.name, "exchange": str(tmp_path / "exchange")}
+    with pytest.raises(hub_module.Refusal) as refusal:
+        hub_module.ensure_course_exchange(settings)
+    assert f"{squatted} belongs to nobody, not to the instructor" in str(refusal.value)
+    assert squatted.stat().st_uid == nobody.pw_uid  # left as it was, for root to look at
+
+
+def test_the_instructor_releases_02_in_a_terminal_of_their_lab(hub):
+    # README's commands, typed verbatim in a terminal the instructor's Lab opens (POST
+    # api/terminals, then terminado's websocket): the first three release 02.
+    assert RELEASE_COMMANDS[0] == "cd ~/tfscratch"
+    assert [line.split()[:3] for line in RELEASE_COMMANDS[1:]] == [
+        ["nbgrader", "generate_assignment", ASSIGNMENT],
+        ["nbgrader", "release_assignment", ASSIGNMENT],
+    ]
+    hub.start_server(hub.instructor)
+    hub.wait_for_server(hub.instructor)
+    terminal = hub.terminal(hub.instructor)
+    hub.term["instructor terminal"] = terminal  # the rest of the term is typed in it too
+    status, output = terminal.run("command -v nbgrader python")
+    venv = Path(hub.settings["venv"]) / "bin"
+    assert status == 0 and f"{venv}/nbgrader" in output and f"{venv}/python" in output, output
+    for line in RELEASE_COMMANDS:
+        status, output = terminal.run(line)
+        assert status == 0, f"{line}:\n{output}"
     released = hub.exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert released.is_file()
     assert released.stat().st_uid == hub.instructor.uid
     text = released.read_text()
     assert "BEGIN SOLUTION" not in text and "raise NotImplementedError()" in text
+    assert_student_version(nbformat.reads(text, as_version=4))
+    python = Path(hub.settings["venv"]) / "bin" / "python"
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    hub.term["kernel python"] = version.stdout.strip()
     # The course directory's `exchange` is the hub's shared one (classroom/nbgrader_config.py).
     assert (hub.course / "exchange").resolve() == hub.exchange.resolve()
 
 
 def test_each_student_starts_a_server_through_the_hubs_rest_api(hub):
     for student in hub.students:
-        auth = {"auth": {"username": student.name, "password": student.password}}
-        response = hub.request(student, "POST", f"/hub/api/users/{student.name}/tokens", json=auth)
-        assert response.status_code == 201, response.text
-        student.token = response.json()["token"]
-        response = hub.request(student, "POST", f"/hub/api/users/{student.name}/server")
-        assert response.status_code in (201, 202), response.text
+        hub.start_server(student)
     for student in hub.students:
-        deadline = time.monotonic() + 120
-        while True:
-            response = hub.request(student, "GET", f"/hub/api/users/{student.name}")
-            server = response.json()["servers"].get("")
-            if server and server["ready"]:
-                break
-            assert time.monotonic() < deadline, f"{student.name}'s server did not start"
-            time.sleep(1)
+        hub.wait_for_server(student)
         # The server is the student's own process, started from the users' environment.
         servers = [
             p
@@ -386,6 +533,19 @@ def test_each_student_starts_a_server_through_the_hubs_rest_api(hub):
         ]
         assert servers, f"no server of {student.name}"
         assert psutil.Process(servers[0].pid).uids().real == student.uid
+
+
+def test_each_students_terminal_has_the_courses_python_and_nbgrader(hub):
+    assert [line.split()[0] for line in STUDENT_COMMANDS] == ["python", "nbgrader"]
+    for student in hub.students:
+        terminal = hub.terminal(student)
+        try:
+            for line in STUDENT_COMMANDS:
+                status, output = terminal.run(line, timeout=120)
+                assert status == 0, f"{student.name}: {line}:\n{output}"
+            assert f"{COURSE_ID} {ASSIGNMENT}" in output, output  # nbgrader list
+        finally:
+            terminal.close()
 
 
 def test_each_student_fetches_02_through_their_own_server(hub):
@@ -399,7 +559,13 @@ def test_each_student_fetches_02_through_their_own_server(hub):
             student, "GET", f"/user/{student.name}/api/contents/{notebook_path()}"
         )
         assert response.status_code == 200
-        hub.term[student.name] = response.json()["content"]  # the untouched student version
+        content = response.json()["content"]
+        hub.term[student.name] = content  # the untouched student version
+        # opened as the student's Lab opens it, it is not modified: the server hands it out with
+        # the kernel's Python version, which JupyterLab would otherwise write in
+        assert content["metadata"]["language_info"]["version"] == hub.term["kernel python"]
+        # and it reads as a student's: every scaffold open, no "Try it first" line
+        assert_student_version(nbformat.from_dict(content))
 
 
 def test_alice_submits_the_solution_and_bob_resubmits_the_untouched_notebook(hub):
@@ -420,40 +586,74 @@ def test_alice_submits_the_solution_and_bob_resubmits_the_untouched_notebook(hub
     hub.term["submitted"] = submitted
 
 
-def test_alices_submission_is_hers_and_bob_cannot_read_it(hub):
+def test_alices_submission_is_hers_and_bob_can_neither_read_nor_forge_it(hub):
     alice, bob = hub.students
     inbound = hub.exchange / COURSE_ID / "inbound"
     hers = [
         path for path in inbound.iterdir() if path.name.startswith(f"{alice.name}+{ASSIGNMENT}+")
     ]
     assert len(hers) == 1
-    assert hers[0].stat().st_uid == alice.uid
-    assert all(path.stat().st_uid == alice.uid for path in hers[0].rglob("*"))
-    # nbgrader's inbound folder is write-only for students (mode 2733): bob cannot list it, so he
-    # cannot find her submission, whose name ends in a random string. Her own copies are in her
-    # home, which only she can enter.
+    entry = hers[0]
+    # Hers, in a folder open to her and the instructor's group only (inbound's set-group-ID
+    # bit gives it that group; classroom/tfscratch_exchange.py closes it to others, where
+    # nbgrader's own submit leaves it 0777).
+    assert all(path.stat().st_uid == alice.uid for path in [entry, *entry.rglob("*")])
+    assert entry.stat().st_gid == pwd.getpwnam(hub.instructor.name).pw_gid
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o770
+    # nbgrader's inbound folder is write-only for students (mode 2733): bob cannot list it; and
+    # knowing the name of her submission, he can neither read it nor write into it. Her own
+    # copies are in her home, which only she can enter.
     assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733
-    for path in [inbound, alice.home / ASSIGNMENT]:
-        probe = hub.as_account(bob, "ls", str(path), cwd=Path("/"))
-        assert probe.returncode != 0 and "Permission denied" in probe.stderr, probe
-    probe = hub.as_account(bob, "cat", str(alice.home / notebook_path()), cwd=Path("/"))
-    assert probe.returncode != 0 and "Permission denied" in probe.stderr, probe
+    notebook = entry / f"{ASSIGNMENT}.ipynb"
+    for argv in (
+        ["ls", str(inbound)],
+        ["ls", str(entry)],
+        ["cat", str(notebook)],
+        ["touch", str(entry / "planted.txt")],
+        ["rm", "-f", str(notebook)],
+        ["ls", str(alice.home / ASSIGNMENT)],
+        ["cat", str(alice.home / notebook_path())],
+    ):
+        probe = hub.as_account(bob, *argv, cwd=Path("/"))
+        assert probe.returncode != 0 and "Permission denied" in probe.stderr, (argv, probe)
     # bob's Assignments tab shows his own submissions only
     assert all(
         entry["student_id"] == bob.name
         for entry in assignment_list(hub, bob)
         if "student_id" in entry
     )
+    # S1 of the reliability review: bob files his untouched notebook as alice's submission,
+    # dated 2099 so that nbgrader would take it as her latest. The inbound folder lets him.
+    forged = inbound / f"{alice.name}+{ASSIGNMENT}+{FORGED_TIMESTAMP}+forged"
+    script = 'mkdir "$1" && cp "$2" "$1/" && printf %s "$3" > "$1/timestamp.txt"'
+    his = bob.home / notebook_path()
+    probe = hub.as_account(
+        bob, "sh", "-c", script, "forge", str(forged), str(his), FORGED_TIMESTAMP, cwd=Path("/")
+    )
+    assert probe.returncode == 0, probe
+    hub.term["forged"] = forged.name
 
 
 def test_the_instructor_collects_autogrades_and_exports_the_grades(hub):
     alice, bob = hub.students
-    hub.nbgrader("collect", ASSIGNMENT)
-    # the latest of bob's two submissions is the one collected
-    collected = hub.course / "submitted" / bob.name / ASSIGNMENT / "timestamp.txt"
-    assert collected.read_text().strip() == hub.term["submitted"][bob.name][-1]["timestamp"]
-    hub.nbgrader("autograde", ASSIGNMENT, "--create")
-    hub.nbgrader("export")
+    terminal = hub.term["instructor terminal"]
+    assert [line.split()[:2] for line in GRADING_COMMANDS] == [
+        ["nbgrader", "collect"],
+        ["nbgrader", "autograde"],
+        ["nbgrader", "export"],
+        ["nbgrader", "generate_feedback"],
+        ["nbgrader", "release_feedback"],
+    ]
+    outputs = {}
+    for line in GRADING_COMMANDS[:3]:
+        status, outputs[line.split()[1]] = terminal.run(line)
+        assert status == 0, f"{line}:\n{outputs[line.split()[1]]}"
+    # bob's forgery is skipped, and said so; alice's own submission is collected
+    collect = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", outputs["collect"])
+    assert re.search(rf"Skipped {re.escape(hub.term['forged'])}: it claims to be", collect), collect
+    for student in hub.students:
+        collected = hub.course / "submitted" / student.name / ASSIGNMENT / "timestamp.txt"
+        assert collected.read_text().strip() == hub.term["submitted"][student.name][-1]["timestamp"]
     with (hub.course / "grades.csv").open() as table:
         rows = {
             row["student_id"]: row
@@ -470,8 +670,10 @@ def test_the_instructor_collects_autogrades_and_exports_the_grades(hub):
 
 
 def test_the_instructor_generates_and_releases_feedback(hub):
-    hub.nbgrader("generate_feedback", ASSIGNMENT)
-    hub.nbgrader("release_feedback", ASSIGNMENT)
+    terminal = hub.term["instructor terminal"]
+    for line in GRADING_COMMANDS[3:]:
+        status, output = terminal.run(line)
+        assert status == 0, f"{line}:\n{output}"
     feedback = hub.exchange / COURSE_ID / "feedback"
     assert len(list(feedback.glob("*.html"))) == 2
 
