@@ -1,20 +1,24 @@
 """Notebook 10's position-encoding ablation over more seeds than the notebook runs.
 
-Notebook 10 (section 7) trains mean-pooling ``EncoderClassifier``s on the harder majority
+Notebook 10 (sections 7-8) trains mean-pooling ``EncoderClassifier``s on the harder majority
 task (8 letters, 16 tokens, 4000 training sequences, 2000 unseen test sequences) with
 learned, sinusoidal or no positions, token vectors scaled by sqrt(d) or not, over ten seeds
-each. This script runs the same recipe (the same data, model, Adam, warm-up + cosine, batch
-order and seeds) for more seeds, so the notebook's intervals can be checked against a larger
-sample. It writes one row per run to a CSV (``--out``): the arm, the seed, the test accuracy
-and the test errors split by the sequence's margin (top count minus second count), then
-prints each arm's error rate as mean ± SE with ``tfscratch.stats`` and the paired differences.
+each, and one more arm ("arm B": sinusoidal positions, ``scale_embeddings=True``, but the token
+table drawn as the unscaled model's and divided by sqrt(d), so the model starts exactly as the
+unscaled one). This script runs the same recipe (the same data, model, Adam, warm-up + cosine,
+batch order and seeds) for seeds 0-19 and writes one row per run to
+``tfscratch/assets/majority_position_ablation.csv`` (``--out``), which the notebook reads to
+show what the fresh seeds 10-19 give: the arm, the seed, the test accuracy and the test errors
+split by the sequence's margin (top count minus second count). It then prints each arm's error
+rate as mean ± SE with ``tfscratch.stats`` and the paired differences the notebook reads as
+verdicts, for seeds 0-9 (the notebook's), 10-19 and 0-19.
 
-Usage (one BLAS thread: the machine is shared; about 2 s per run)::
+Usage (one BLAS thread: the machine is shared; about 2 s per run, 140 runs)::
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/majority_position_ablation.py
+    .venv/bin/python benchmarks/majority_position_ablation.py --from-csv   # the tables only
 
-writes ``benchmarks/majority_position_ablation.csv`` (20 seeds per arm, 120 runs); the results
-are in ``benchmarks/README.md``.
+The results are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -32,15 +36,28 @@ from tfscratch.train import ClassificationTask, train
 
 VOCAB, SEQ_LEN, D_MODEL, STEPS = 8, 16, 32, 300
 ENCODINGS = ("learned", "sinusoidal", "none")
-OUT = Path(__file__).resolve().parent / "majority_position_ablation.csv"
+OUT = (
+    Path(__file__).resolve().parents[1] / "tfscratch" / "assets" / "majority_position_ablation.csv"
+)
+# (positions, scale_embeddings, tokens_started_small): the six arms of the 2 x 3 design, and arm B
+ARMS = [(pos, scaled, False) for scaled in (True, False) for pos in ENCODINGS]
+ARMS.append(("sinusoidal", True, True))
 
 
-def make_classifier(pos: str, scaled: bool, seed: int) -> tfscratch.EncoderClassifier:
-    """The notebook's ``make_classifier("mean", pos=pos, vocab=8, seed=seed)``."""
-    return tfscratch.EncoderClassifier(
+def make_classifier(pos: str, scaled: bool, seed: int, small: bool = False):
+    """The notebook's ``make_classifier("mean", pos=pos, vocab=8, seed=seed)``.
+
+    With ``small=True`` (arm B), the scaled model's token table is the unscaled model's of the
+    same seed divided by sqrt(d): ``sqrt(d) E`` starts as the unscaled ``E``.
+    """
+    model = tfscratch.EncoderClassifier(
         vocab_size=VOCAB, n_classes=VOCAB, d_model=D_MODEL, n_heads=4, n_layers=1,
         max_len=16, pooling="mean", pos=pos, scale_embeddings=scaled, seed=seed,
     )  # fmt: skip
+    if small:
+        unscaled = make_classifier(pos, False, seed)
+        model.tok_emb.weight.data[...] = unscaled.tok_emb.weight.data / np.sqrt(D_MODEL)
+    return model
 
 
 def fit(model, train_set, seed: int) -> None:
@@ -66,78 +83,117 @@ def margins(X: np.ndarray) -> np.ndarray:
     return counts[:, -1] - counts[:, -2]
 
 
-def arm_name(arm: tuple[str, bool]) -> str:
-    positions, scaled = arm
+def arm_name(arm: tuple[str, bool, bool]) -> str:
+    positions, scaled, small = arm
+    if small:
+        return "arm B (sinusoidal, x sqrt(d), started small)"
     return f"{positions} ({'x sqrt(d)' if scaled else 'unscaled'})"
+
+
+def run(seeds: int, out: Path) -> None:
+    X_train, y_train = data.majority_dataset(4000, seq_len=SEQ_LEN, vocab=VOCAB, seed=0)
+    X_test, y_test = data.majority_dataset(2000, seq_len=SEQ_LEN, vocab=VOCAB, seed=1)
+    test_margins = margins(X_test)
+    rows = []
+    start = time.process_time()
+    for pos, scaled, small in ARMS:
+        for seed in range(seeds):
+            model = make_classifier(pos, scaled, seed, small)
+            fit(model, (X_train, y_train), seed)
+            wrong = predict(model, X_test) != y_test
+            rows.append({
+                "positions": pos, "scale_embeddings": scaled, "tokens_started_small": small,
+                "seed": seed, "test_accuracy": 1 - wrong.mean(),
+                "errors": int(wrong.sum()),
+                "errors_margin_0": int(wrong[test_margins == 0].sum()),
+                "errors_margin_1": int(wrong[test_margins == 1].sum()),
+                "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
+            })  # fmt: skip
+            print(f"{arm_name((pos, scaled, small)):>45} seed {seed:2}: accuracy "
+                  f"{rows[-1]['test_accuracy']:.4f}", flush=True)  # fmt: skip
+    print(f"{len(rows)} runs, {time.process_time() - start:.0f} CPU seconds")
+    with out.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def report(path: Path) -> None:
+    """Print the arms and the paired differences for seeds 0-9, 10-19 and all of them."""
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    n_seeds = 1 + max(int(r["seed"]) for r in rows)
+    halves = {"seeds 0-9": range(10), f"seeds 10-{n_seeds - 1}": range(10, n_seeds),
+              f"seeds 0-{n_seeds - 1}": range(n_seeds)}  # fmt: skip
+
+    def error_rates(arm, seeds):  # % of the 2000 test sequences, in seed order
+        pos, scaled, small = arm
+        by_seed = {
+            int(r["seed"]): 100 * int(r["errors"]) / 2000
+            for r in rows
+            if (r["positions"], r["scale_embeddings"], r["tokens_started_small"])
+            == (pos, str(scaled), str(small))
+        }
+        return np.array([by_seed[seed] for seed in seeds])
+
+    def cell(summary, sign: str = "+") -> str:
+        low, high = summary.interval
+        return (
+            f"{summary.mean:{sign}.2f} ± {summary.standard_error:.2f} "
+            f"[{low:{sign}.2f}, {high:{sign}.2f}]"
+        )
+
+    print("\ntest error rate (%), mean ± SE [95% interval] over the seeds\n")
+    print("| arm | " + " | ".join(halves) + " |")
+    print("|---|" + "---|" * len(halves))
+    for arm in ARMS:
+        cells = [cell(stats.summarize(error_rates(arm, seeds)), "") for seeds in halves.values()]
+        print(f"| {arm_name(arm)} | " + " | ".join(cells) + " |")
+
+    learned, sinusoidal, none = (("learned", True, False), ("sinusoidal", True, False),
+                                 ("none", True, False))  # fmt: skip
+    learned_u, sinusoidal_u, none_u = (("learned", False, False), ("sinusoidal", False, False),
+                                       ("none", False, False))  # fmt: skip
+    arm_b = ("sinusoidal", True, True)
+    differences = {
+        "sinusoidal - learned (x sqrt(d))": (sinusoidal, learned),
+        "sinusoidal - none (x sqrt(d))": (sinusoidal, none),
+        "none - learned (x sqrt(d))": (none, learned),
+        "sinusoidal - none (unscaled)": (sinusoidal_u, none_u),
+        "arm B - sinusoidal (unscaled)": (arm_b, sinusoidal_u),
+        "arm B - sinusoidal (x sqrt(d))": (arm_b, sinusoidal),
+        "none: x sqrt(d) - unscaled": (none, none_u),
+        "learned - none (unscaled)": (learned_u, none_u),
+        "interaction: (learned - none) unscaled - (learned - none) x sqrt(d)": None,
+    }
+    print("\npaired differences of error rate (points, seed by seed), mean ± SE [95% interval]\n")
+    print("| difference | " + " | ".join(halves) + " |")
+    print("|---|" + "---|" * len(halves))
+    for name, pair in differences.items():
+        cells = []
+        for seeds in halves.values():
+            if pair is None:
+                a = error_rates(learned_u, seeds) - error_rates(none_u, seeds)
+                b = error_rates(learned, seeds) - error_rates(none, seeds)
+            else:
+                a, b = (error_rates(arm, seeds) for arm in pair)
+            cells.append(cell(stats.paired_difference(a, b)))
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1 per arm")
     parser.add_argument(
-        "--out", type=Path, default=OUT, help="the CSV to write (default: %(default)s)"
+        "--out", type=Path, default=OUT, help="the CSV to write or read (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--from-csv", action="store_true", help="print the tables of an existing CSV, train nothing"
     )
     args = parser.parse_args()
-
-    X_train, y_train = data.majority_dataset(4000, seq_len=SEQ_LEN, vocab=VOCAB, seed=0)
-    X_test, y_test = data.majority_dataset(2000, seq_len=SEQ_LEN, vocab=VOCAB, seed=1)
-    test_margins = margins(X_test)
-    rows = []
-    start = time.process_time()
-    for scaled in (True, False):
-        for pos in ENCODINGS:
-            for seed in range(args.seeds):
-                model = make_classifier(pos, scaled, seed)
-                fit(model, (X_train, y_train), seed)
-                wrong = predict(model, X_test) != y_test
-                rows.append({
-                    "positions": pos, "scale_embeddings": scaled, "seed": seed,
-                    "test_accuracy": 1 - wrong.mean(),
-                    "errors": int(wrong.sum()),
-                    "errors_margin_0": int(wrong[test_margins == 0].sum()),
-                    "errors_margin_1": int(wrong[test_margins == 1].sum()),
-                    "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
-                })  # fmt: skip
-                print(f"{pos:>10} scaled={scaled!s:5} seed {seed:2}: accuracy "
-                      f"{rows[-1]['test_accuracy']:.4f}", flush=True)  # fmt: skip
-    cpu = time.process_time() - start
-    with args.out.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-    def error_rates(pos, scaled):
-        return np.array(
-            [r["errors"] / len(y_test) for r in rows if r["positions"] == pos and r["scale_embeddings"] == scaled]
-        )  # fmt: skip
-
-    print(f"\n{len(rows)} runs, {cpu:.0f} CPU seconds; test error rate, mean ± SE over seeds\n")
-    print("| token vectors | positions | error rate | 95% interval | min - max |")
-    print("|---|---|---|---|---|")
-    for scaled in (True, False):
-        for pos in ENCODINGS:
-            rates = error_rates(pos, scaled)
-            summary = stats.summarize(100 * rates)
-            low, high = summary.interval
-            print(f"| {'x sqrt(d)' if scaled else 'unscaled'} | {pos} | {summary.mean:.2f}% ± "
-                  f"{summary.standard_error:.2f} | [{low:.2f}, {high:.2f}] | "
-                  f"{100 * rates.min():.2f} - {100 * rates.max():.2f} |")  # fmt: skip
-    print("\npaired differences of error rate (percentage points, same seeds)\n")
-    pairs = [
-        (("sinusoidal", True), ("learned", True)),
-        (("sinusoidal", True), ("none", True)),
-        (("none", True), ("learned", True)),
-        (("sinusoidal", False), ("none", False)),
-        (("learned", False), ("none", False)),
-        (("learned", True), ("learned", False)),
-        (("none", True), ("none", False)),
-        (("sinusoidal", False), ("sinusoidal", True)),
-    ]
-    for a, b in pairs:
-        diff = stats.paired_difference(100 * error_rates(*a), 100 * error_rates(*b))
-        low, high = diff.interval
-        print(f"{arm_name(a)} - {arm_name(b)}: {diff.mean:+.2f} ± {diff.standard_error:.2f} "
-              f"[{low:+.2f}, {high:+.2f}]")  # fmt: skip
+    if not args.from_csv:
+        run(args.seeds, args.out)
+    report(args.out)
 
 
 if __name__ == "__main__":
