@@ -151,11 +151,13 @@ def report(table: pd.DataFrame) -> None:
     final = table[table["step"] == table["step"].max()].pivot(
         index="seed", columns="arch", values="val_loss"
     )
+    if len(final) < 2:
+        print(final.to_string())  # one seed: no spread to report
+        return
     for arch in final:
         print(f"{arch:>12}: {summarize(final[arch])}")
-    if len(final) >= 2:
-        difference = paired_difference(final["GPT-2 style"], final["Llama style"])
-        print(f" GPT - Llama: {difference}")
+    difference = paired_difference(final["GPT-2 style"], final["Llama style"])
+    print(f" GPT - Llama: {difference}")
 
 
 if __name__ == "__main__":
