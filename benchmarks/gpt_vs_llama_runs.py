@@ -6,15 +6,19 @@ parameters) on the names, 300 AdamW steps of 32 names at lr 3e-3, and asks wheth
 changes pay at this size. One pair of runs cannot say; ten pairs are more than the notebook's
 time budget. This script runs them and writes each run's validation curve (the loss on 500
 validation names every 25 steps) to ``tfscratch/assets/gpt_vs_llama_runs.csv``, one row per
-run and step; the notebook trains seed 0 of both pages itself and checks that its curves agree
-with the stored ones.
+run and step, each loss in full (float32's value, written with every digit), and in the column
+``val_loss_all`` the final model's loss on **all** 2,991 validation names (on the final step's
+rows only; every seed is scored on the same names). The notebook trains seed 0 of both pages
+itself and checks that its curves and final losses agree with the stored ones.
 
 The two pages are the notebook's own code: the script reads ``notebooks/14_gpt_in_one_page.ipynb``
 and runs every code cell that only defines functions, constants or imports (Parts 1-6 of the
 page, RMSNorm, SwiGLU, RoPE and the Llama-style page), so there is no second copy to keep in
 step. Seed ``s`` draws both pages' initial weights from ``s`` and their batches from
 ``100 + s``: the same batches for both, so the two can be compared seed by seed
-(``tfscratch.stats.paired_difference``).
+(``tfscratch.stats.paired_difference``). The initial weights of a pair are *not* the same
+numbers: both inits draw the token embedding first (so it is identical), and then different
+shapes in a different order.
 
 Usage (the machine is shared: one BLAS thread, low priority; about 2 CPU-minutes for 10 seeds)::
 
@@ -90,6 +94,7 @@ def main(argv=None) -> pd.DataFrame:
     block_size = max(len(name) for name in names) + 1
     data = lm_examples(train_names, tokenizer, block_size)
     val = lm_examples(val_names[:500], tokenizer, block_size)
+    val_all = lm_examples(val_names, tokenizer, block_size)  # all 2,991: the final models only
     base = dict(
         vocab_size=tokenizer.vocab_size,
         d_model=D_MODEL,
@@ -116,8 +121,9 @@ def main(argv=None) -> pd.DataFrame:
         for arch in ARCHS:
             cfg, init, forward, backward = setups[arch]
             start = time.process_time()
+            P = init(cfg, seed)
             curve = page["train"](
-                init(cfg, seed),
+                P,
                 cfg,
                 data,
                 val,
@@ -127,17 +133,22 @@ def main(argv=None) -> pd.DataFrame:
                 backward=backward,
             )
             cpu_s = round(time.process_time() - start, 1)
+            final_all = page["cross_entropy"](forward(val_all[0], P, cfg, {}), val_all[1], {})
             rows += [
                 {
                     "arch": arch,
                     "seed": seed,
                     "step": step,
-                    "val_loss": round(loss, 6),
+                    "val_loss": loss,
+                    "val_loss_all": final_all if step == STEPS else None,
                     "cpu_s": cpu_s,
                 }
                 for step, loss in curve.items()
             ]
-            print(f"{arch}, seed {seed}: {curve[STEPS]:.4f} after {STEPS} steps ({cpu_s} CPU-s)")
+            print(
+                f"{arch}, seed {seed}: {curve[STEPS]:.4f} after {STEPS} steps, "
+                f"{final_all:.4f} on all validation names ({cpu_s} CPU-s)"
+            )
     table = pd.DataFrame(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out, index=False)
@@ -147,17 +158,20 @@ def main(argv=None) -> pd.DataFrame:
 
 
 def report(table: pd.DataFrame) -> None:
-    """Final validation loss per page (mean ± SE) and the paired difference GPT - Llama."""
-    final = table[table["step"] == table["step"].max()].pivot(
-        index="seed", columns="arch", values="val_loss"
-    )
-    if len(final) < 2:
-        print(final.to_string())  # one seed: no spread to report
-        return
-    for arch in final:
-        print(f"{arch:>12}: {summarize(final[arch])}")
-    difference = paired_difference(final["GPT-2 style"], final["Llama style"])
-    print(f" GPT - Llama: {difference}")
+    """Final validation loss per page (mean ± SE) and the paired difference GPT - Llama,
+    on the 500 names of the curves and on all validation names."""
+    for column in ("val_loss", "val_loss_all"):
+        final = table[table["step"] == table["step"].max()].pivot(
+            index="seed", columns="arch", values=column
+        )
+        print(column)
+        if len(final) < 2:
+            print(final.to_string())  # one seed: no spread to report
+            continue
+        for arch in final:
+            print(f"{arch:>12}: {summarize(final[arch])}")
+        difference = paired_difference(final["GPT-2 style"], final["Llama style"])
+        print(f" GPT - Llama: {difference}")
 
 
 if __name__ == "__main__":
