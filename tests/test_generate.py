@@ -271,13 +271,14 @@ def sequence_log_prob(model, src, tokens):
 @pytest.mark.parametrize("penalty", [0.0, 1.0])
 def test_wide_beam_finds_the_best_normalised_translation_by_exhaustive_search(penalty):
     """A beam wider than every hypothesis keeps them all: it must find the exact optimum."""
-    # 3 steps (max_len 4 holds bos + 3 tokens), 4 target ids: 13 hypotheses end with eos
-    model = make_seq2seq(tgt_vocab=4, max_len=4, weight_seed=9, std=0.5)
+    # 3 steps (max_len 4 holds bos + 3 tokens), 4 target ids: 13 hypotheses end with eos, and
+    # the 27 cut off after 3 tokens without eos compete too (as a greedy translation can be)
+    model = make_seq2seq(tgt_vocab=4, max_len=4, weight_seed=28, std=0.5)
     src, bos, eos = [4, 7, 1], 0, 3
     best_score, best = -np.inf, None
-    for length in range(3):  # body tokens before eos
+    for length in range(4):  # body tokens before eos (or, for 3, the cut-off translation)
         for body in itertools.product([t for t in range(4) if t != eos], repeat=length):
-            tokens = [bos, *body, eos]
+            tokens = [bos, *body] + ([eos] if length < 3 else [])
             score = sequence_log_prob(model, src, tokens) / (len(tokens) - 1) ** penalty
             if score > best_score:
                 best_score, best = score, list(body)
@@ -286,6 +287,69 @@ def test_wide_beam_finds_the_best_normalised_translation_by_exhaustive_search(pe
     )
     # greedy misses this optimum, so the test tells a beam search from a greedy one
     assert tfscratch.translate(model, src, 3, bos, eos, length_penalty=penalty) != best
+
+
+class TableSeq2Seq(Seq2SeqTransformer):
+    """A Seq2SeqTransformer whose next-token probabilities are read off a table of prefixes."""
+
+    def __init__(self, table):
+        super().__init__(3, 5, 8, 2, 1, 1, max_len=8, seed=0)
+        self.table = table  # prefix (tuple of ids, bos first) -> probabilities of ids 0..4
+
+    def decode(self, tgt, memory, *args, **kwargs):
+        probs = np.array([self.table.get(tuple(row), [0.2] * 5) for row in tgt.tolist()])
+        logits = np.log(np.maximum(probs, 1e-300))
+        return np.repeat(logits[:, None, :], tgt.shape[1], axis=1)  # the last position counts
+
+
+@pytest.mark.parametrize("penalty", [0.0, 1.0])
+def test_beam_does_not_stop_when_beam_size_hypotheses_have_finished(penalty):
+    """Stopping once beam_size hypotheses have finished returns a worse one: not any more."""
+    bos, eos, a, b, c = 0, 1, 2, 3, 4
+    model = TableSeq2Seq(
+        {
+            (bos,): [0, 0.3, 0.5, 0.2, 0],  # ranks: a, eos (finished ''), b
+            (bos, a): [0, 0.01, 0, 0, 0.99],  # a c: total log 0.495, live
+            (bos, b): [0, 0.9, 0.1, 0, 0],  # b eos: the second finished hypothesis
+            (bos, a, c): [0, 0.99, 0.01, 0, 0],  # a c eos: total log 0.49
+        }
+    )
+    # after step 2 two hypotheses have finished ('' at log 0.3, b at log 0.18) while a c
+    # (log 0.495) is live: a search that stopped at beam_size = 2 finished ones returned ''
+    # (penalty 0) or b (penalty 1), both worse than a c, which wins at either penalty
+    score = {(): np.log(0.3), (b,): np.log(0.18) / 2**penalty}
+    score[(a, c)] = np.log(0.5 * 0.99 * 0.99) / 3**penalty
+    assert score[(a, c)] > max(score[()], score[(b,)])
+    result = tfscratch.translate(model, [1, 2], 6, bos, eos, beam_size=2, length_penalty=penalty)
+    assert result == [a, c]
+
+
+def normalised_score(model, src, result, max_len, bos, eos, penalty):
+    """translate's score of a result: eos counted unless the translation was cut off."""
+    cut_off = len(result) == min(max_len, model.max_len - 1)
+    tokens = [bos, *result] + ([] if cut_off else [eos])
+    return sequence_log_prob(model, src, tokens) / (len(tokens) - 1) ** penalty
+
+
+@pytest.mark.parametrize("penalty", [0.0, 0.5, 1.0])
+def test_beam_never_scores_worse_than_greedy_on_a_small_model(penalty):
+    """Greedy's path is one the beam can keep: with the exact stop it never ends up worse."""
+    model = make_seq2seq(weight_seed=6, std=0.4)
+    rng = np.random.default_rng(0)
+    differs = 0
+    for _ in range(12):
+        src = rng.integers(0, 11, size=rng.integers(2, 7)).tolist()
+        for eos in (1, 5):
+            greedy = tfscratch.translate(model, src, 6, 0, eos)
+            greedy_score = normalised_score(model, src, greedy, 6, 0, eos, penalty)
+            for beam_size in (2, 4):
+                beam = tfscratch.translate(
+                    model, src, 6, 0, eos, beam_size=beam_size, length_penalty=penalty
+                )
+                beam_score = normalised_score(model, src, beam, 6, 0, eos, penalty)
+                assert beam_score >= greedy_score - 1e-9, (src, eos, beam_size, beam, greedy)
+                differs += beam != greedy
+    assert differs >= 10  # the beams really search: they often find something else
 
 
 # --- bad arguments ----------------------------------------------------------------------

@@ -193,8 +193,13 @@ def translate(
     ``beam_size=1`` is greedy. With a beam, the ``beam_size`` best partial translations are
     kept at each step, all decoded as one batch; finished ones are ranked by their total
     log-probability divided by ``length ** length_penalty`` (length normalisation: without
-    it, shorter translations win simply for having fewer negative terms). The model runs in
-    eval mode under :func:`~tfscratch.no_grad`.
+    it, shorter translations win simply for having fewer negative terms; the length counts
+    the written tokens, ``eos`` included). The search stops only when no live hypothesis can
+    still beat the best finished one (or after ``max_len`` steps, when the live ones, cut off
+    as a greedy translation is, compete too): stopping as soon as ``beam_size`` hypotheses
+    have finished (Hugging Face's ``early_stopping=True``) can return a translation that
+    scores worse than the greedy one. The model runs in eval mode under
+    :func:`~tfscratch.no_grad`.
 
     Args:
         model: a :class:`~tfscratch.models.Seq2SeqTransformer`.
@@ -223,11 +228,16 @@ def translate(
     if beam_size == 1:  # greedy: the same decoding as translate_batch, for a batch of one
         return translate_batch(model, [src], max_len, bos, eos)[0]
     steps = min(max_len, model.max_len - 1)
+
+    def normalised(hypothesis):  # total log-prob / (tokens written, eos included) ** penalty
+        tokens, score = hypothesis
+        return score / max(len(tokens) - 1, 1) ** length_penalty
+
     with evaluating(model), no_grad():
         memory = model.encode(np.asarray([src]))
-        beams = [([int(bos)], 0.0)]  # (tokens, total log-prob)
+        beams = [([int(bos)], 0.0)]  # live hypotheses: (tokens, total log-prob)
         finished = []
-        for _ in range(steps):
+        for step in range(1, steps + 1):
             batch = np.asarray([tokens for tokens, _ in beams])
             logits = model.decode(batch, np.repeat(memory, len(beams), axis=0))
             log_probs = F.log_softmax(logits[:, -1].astype(np.float64))  # (n_beams, V)
@@ -245,14 +255,22 @@ def translate(
                 if len(candidates) == beam_size:
                     break
             beams = candidates
-            if len(finished) >= beam_size or not beams:
+            if not beams:
                 break
-        finished.extend(beams if not finished else [])
-
-        def normalised(item):
-            tokens, score = item
-            return score / (max(len(tokens) - 1, 1) ** length_penalty)
-
+            if finished:
+                # The best a live hypothesis can still reach: its total only falls (every
+                # log-prob is <= 0) and it ends with between step + 1 and `steps` tokens
+                # (`steps` if cut off), so its score is at most its total divided by the
+                # most favourable of those lengths ** length_penalty.
+                live_totals = np.asarray([score for _, score in beams])
+                reachable = np.maximum(
+                    live_totals / min(step + 1, steps) ** length_penalty,
+                    live_totals / steps**length_penalty,
+                )
+                if max(map(normalised, finished)) >= reachable.max():
+                    break
+        else:  # out of steps: the live hypotheses are cut off there and compete too
+            finished.extend(beams)
         best_tokens = max(finished, key=normalised)[0]
     return [t for t in best_tokens[1:] if t != eos]
 
