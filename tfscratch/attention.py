@@ -247,8 +247,8 @@ class MultiHeadAttention(Module):
         # named after this constructor's argument, not Dropout's own `p`
         self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
         self.rotary = rotary
-        self.hook_pattern = HookPoint()  # the attention weights (B, H, T_q, T_k)
         self.hook_z = HookPoint()  # each head's output before out_proj (B, T_q, H, d_head)
+        self.hook_pattern = HookPoint()  # the attention weights (B, H, T_q, T_k)
         self.attn_weights = None
 
     def forward(
@@ -301,8 +301,10 @@ class MultiHeadAttention(Module):
         pattern = self.hook_pattern(weights)
         z = self.hook_z(F.attend(pattern, v, dropout_mask).transpose(0, 2, 1, 3))
         self.save_for_backward(
-            x=x, context=context, kv_cache=kv_cache,
-            q=q, k=k, v=v, weights=weights, pattern=pattern, dropout_mask=dropout_mask,
+            x=x if context is None else None,  # the fused projection's input (q_proj keeps its own)
+            context=context, kv_cache=kv_cache, q=q, k=k, v=v, weights=weights,
+            pattern=None if pattern is weights else pattern,  # a hook's replacement, if any
+            dropout_mask=dropout_mask,
         )  # fmt: skip
         self.attn_weights = pattern
         return self.out_proj(z.reshape(B, T_q, self.d_model))  # the heads side by side
@@ -349,7 +351,8 @@ class MultiHeadAttention(Module):
             )
         d_z = self.out_proj.backward(grad_output).reshape(B, T_q, self.n_heads, self.d_head)
         d_heads = self.hook_z.backward(d_z).transpose(0, 2, 1, 3)  # (B, H, T_q, d_head)
-        d_pattern, dv = F.attend_backward(d_heads, self._pattern, self._v, self._dropout_mask)
+        pattern = self._weights if self._pattern is None else self._pattern
+        d_pattern, dv = F.attend_backward(d_heads, pattern, self._v, self._dropout_mask)
         d_weights = self.hook_pattern.backward(d_pattern)
         dq, dk = F.attention_weights_backward(d_weights, self._q, self._k, self._weights)
         if self._context is None and self.rotary is not None:  # rotated (offset 0: no cache)

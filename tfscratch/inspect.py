@@ -67,8 +67,8 @@ def hook_points(model: Module, prefix: str = "") -> dict[str, HookPoint]:
         prefix: put in front of every name.
 
     Returns:
-        dict of name -> hook point, in the order of the module tree (the order the forward
-        meets them).
+        dict of name -> hook point, in the order of the module tree: the order the forward
+        meets them, except that an attention's ``hook_z`` comes before its ``hook_pattern``.
     """
     points = {}
     for name, child in model.named_children():
@@ -80,7 +80,7 @@ def hook_points(model: Module, prefix: str = "") -> dict[str, HookPoint]:
 
 
 def hook_names(model: DecoderLM) -> list[str]:
-    """Every activation name of ``model``, in the order the forward meets them.
+    """Every activation name of ``model``, in the order of :func:`hook_points`.
 
     Args:
         model: a pre-LN :class:`~tfscratch.DecoderLM`.
@@ -151,23 +151,21 @@ def hooks(model: DecoderLM, fwd_hooks=(), bwd_hooks=()) -> Iterator[DecoderLM]:
     Returns:
         a context manager that yields ``model``.
     """
-    valid = hook_names(model)
-    pairs = [
-        (kind, name, fn)
-        for kind, argument, given in (
+    points = hook_points(_check_model(model))
+    valid = list(points)
+    hung = [
+        (getattr(points[name], kind), lambda value, fn=fn, name=name: fn(value, name))
+        for kind, argument, pairs in (
             ("forward_hooks", "fwd_hooks", fwd_hooks), ("backward_hooks", "bwd_hooks", bwd_hooks)
         )
-        for name, fn in _check_hooks(model, given, argument, valid)
+        for name, fn in _check_hooks(model, pairs, argument, valid)
     ]  # fmt: skip
-    points, hung = hook_points(model), []
+    for functions, function in hung:
+        functions.append(function)
     try:
-        for kind, name, fn in pairs:
-            functions = getattr(points[name], kind)
-            functions.append(lambda value, fn=fn, name=name: fn(value, name))
-            hung.append((functions, functions[-1]))
         yield model
     finally:
-        for functions, function in reversed(hung):
+        for functions, function in hung:
             functions.remove(function)
 
 
@@ -215,9 +213,8 @@ def run_with_cache(
         raise TypeError(
             f"metric must be a function logits -> (value, dlogits), got {describe(metric)}"
         )
-    cache: dict[str, np.ndarray] = {}
-    grads: dict[str, np.ndarray] = {}
     names = hook_names(model)
+    cache, grads = dict.fromkeys(names), dict.fromkeys(names)  # in the order of the names
     keep = [(name, _recorder(cache, name)) for name in names]
     keep_grads = [(name, _recorder(grads, name)) for name in names] if metric else []
     with evaluating(model), hooks(model, keep, keep_grads):
