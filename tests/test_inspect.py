@@ -382,3 +382,18 @@ def test_run_with_cache_runs_the_models_own_forward():
     logits, cache = ti.run_with_cache(model, x)
     np.testing.assert_array_equal(logits, model(x))
     assert "ln_final.hook_normalized" in cache
+
+
+def test_a_hook_may_edit_the_position_vectors_in_place():
+    model, x = make_model(), tokens()
+
+    def shift(position_vectors, _):
+        # TransformerLens style: edit, then return it (a random direction: LayerNorm would
+        # remove a constant shift)
+        position_vectors[:, 3] += np.random.default_rng(2).normal(0, 1, position_vectors.shape[2])
+        return position_vectors
+
+    patched = ti.run_with_hooks(model, x, [("hook_pos_embed", shift)])
+    np.testing.assert_array_equal(patched[:, :3], model(x)[:, :3])
+    assert np.abs(patched[:, 3:] - model(x)[:, 3:]).max() > 1e-3
+    np.testing.assert_array_equal(ti.run_with_cache(model, x)[0], model(x))  # table untouched

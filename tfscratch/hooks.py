@@ -44,6 +44,8 @@ class HookPoint(Module):
         Returns:
             ``x``, or the hooks' replacement (same shape, cast to ``x``'s dtype).
         """
+        if self.forward_hooks and not x.flags.writeable:
+            x = x.copy()  # a read-only view (the position table): the hooks get their own
         original = x
         for hook in self.forward_hooks:
             replacement = hook(x)

@@ -170,12 +170,8 @@ def hooks(model: DecoderLM, fwd_hooks=(), bwd_hooks=()) -> Iterator[DecoderLM]:
 
 
 def _recorder(store: dict, name: str) -> Callable:
-    """A hook that keeps what passes (a copy when it is a read-only view of a table)."""
-
-    def record(value, _):
-        store[name] = value if value.flags.writeable else value.copy()
-
-    return record
+    """A hook that keeps what passes."""
+    return lambda value, _: store.__setitem__(name, value)
 
 
 def _check_tokens(model: DecoderLM, tokens) -> np.ndarray:
