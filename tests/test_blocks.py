@@ -41,12 +41,17 @@ def test_cross_attention_decoder_block_checks_x_and_memory(rng, norm):
 
 
 def test_decoder_block_parameter_names_follow_the_contract():
+    def weighted(block):  # the submodules with parameters (not dropouts, not hook points)
+        return [name for name, child in block.named_children() if child.parameters()]
+
     with_cross = nn.DecoderBlock(8, 2, 16, cross_attention=True, seed=0)
-    children = [name for name, _ in with_cross.named_children() if not name.endswith("dropout")]
-    assert children == ["ln1", "attn", "ln2", "cross_attn", "ln3", "ffn"]
+    assert weighted(with_cross) == ["ln1", "attn", "ln2", "cross_attn", "ln3", "ffn"]
     plain = nn.DecoderBlock(8, 2, 16, seed=0)
-    children = [name for name, _ in plain.named_children() if not name.endswith("dropout")]
-    assert children == ["ln1", "attn", "ln2", "ffn"]
+    assert weighted(plain) == ["ln1", "attn", "ln2", "ffn"]
+    hooks = [name for name, child in plain.named_children() if isinstance(child, nn.HookPoint)]
+    assert hooks == [
+        "hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post"
+    ]  # fmt: skip
 
 
 def test_pre_and_post_norm_differ_but_both_keep_shape(rng):

@@ -93,7 +93,7 @@ def test_an_identity_hook_changes_nothing():
     hooks = [(name, lambda a, n: seen.append(n) or a) for name in names]
     np.testing.assert_array_equal(ti.run_with_hooks(model, x, hooks), model(x))
     assert sorted(seen) == sorted(names)
-    copy_hooks = [(n, lambda a, _: a.copy()) for n in names if not n.endswith("hook_pattern")]
+    copy_hooks = [(n, lambda a, _: a.copy()) for n in names]
     np.testing.assert_array_equal(ti.run_with_hooks(model, x, copy_hooks), model(x))
 
 
@@ -140,7 +140,8 @@ def test_hooks_are_removed_afterwards_also_after_an_error():
         ti.run_with_hooks(model, x, [("blocks.1.hook_attn_out", broken)])
     for module in model.modules():
         assert "forward" not in vars(module) and "backward" not in vars(module)
-    assert "hook_resid_mid" not in vars(model.blocks[0])
+    for point in ti.hook_points(model).values():
+        assert point.forward_hooks == [] and point.backward_hooks == []
     np.testing.assert_array_equal(model(x), before)
 
 
@@ -222,8 +223,6 @@ def test_gradients_match_central_finite_differences(attn_only):
     rng = np.random.default_rng(0)
     eps = 1e-6
     for name in ti.hook_names(model):
-        if name.endswith("hook_pattern"):
-            continue  # read-only: checked below through z = pattern @ v
         grad = cache[name + "_grad"]
         assert grad.shape == cache[name].shape, name
         for _ in range(3):
@@ -289,8 +288,8 @@ def test_bad_replacements_and_arguments_are_refused():
     model, x = make_model(), tokens()
     with pytest.raises(ValueError, match="shape"):
         ti.run_with_hooks(model, x, [("blocks.0.hook_attn_out", lambda a, n: a[:, :2])])
-    with pytest.raises(ValueError, match="read but not replaced"):
-        ti.run_with_hooks(model, x, [("blocks.0.attn.hook_pattern", lambda a, n: a * 0)])
+    with pytest.raises(ValueError, match="shape"):
+        ti.run_with_hooks(model, x, [("blocks.0.attn.hook_pattern", lambda a, n: a[:, :1])])
     with pytest.raises(ValueError, match="heads"), ti.ablate_heads(model, [(2, 0)]):
         pass
     with pytest.raises(ValueError, match="how"), ti.ablate_heads(model, [(0, 0)], how="max"):
@@ -310,3 +309,91 @@ def test_bad_replacements_and_arguments_are_refused():
 
 def test_reachable_from_the_package():
     assert tfscratch.inspect.run_with_cache is ti.run_with_cache
+
+
+def _uniform_causal_pattern(batch, heads):
+    """Each query attends equally to itself and every earlier position."""
+    pattern = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    return np.broadcast_to(pattern, (batch, heads, T, T)).copy()
+
+
+def test_a_replaced_pattern_is_what_multiplies_the_values():
+    model, x = make_model(dtype=np.float64), tokens()
+    pattern = _uniform_causal_pattern(3, 4)
+    seen = {}
+    hooks = [
+        ("blocks.1.hook_resid_pre", lambda a, n: seen.setdefault(n, a)),
+        ("blocks.1.attn.hook_pattern", lambda a, n: pattern),
+        ("blocks.1.attn.hook_z", lambda a, n: seen.setdefault(n, a)),
+    ]
+    patched = ti.run_with_hooks(model, x, hooks)
+    attn = model.blocks[1].attn
+    v = attn.v_proj(model.blocks[1].ln1(seen["blocks.1.hook_resid_pre"]))
+    v = v.reshape(3, T, 4, 4).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(
+        seen["blocks.1.attn.hook_z"], (pattern @ v).transpose(0, 2, 1, 3), atol=1e-12
+    )
+    np.testing.assert_array_equal(patched[:, 0], model(x)[:, 0])  # query 0 sees only itself
+    assert np.abs(patched - model(x)).max() > 1e-7  # small weights: a small change
+
+
+def test_the_backward_runs_through_a_replaced_pattern():
+    """Pattern patching as in training: the model's own forward and backward with a pattern
+    replaced, against central finite differences of every parameter."""
+    model, x = make_model(dtype=np.float64), tokens(batch=2)
+    metric = _metric(5, 4)
+    pattern = _uniform_causal_pattern(2, 4)
+    seen = {}
+    with ti.hooks(
+        model,
+        fwd_hooks=[("blocks.0.attn.hook_pattern", lambda a, n: pattern)],
+        bwd_hooks=[("blocks.0.attn.hook_pattern", lambda g, n: seen.setdefault(n, g))],
+    ):
+        model.zero_grad()
+        with tfscratch.module.evaluating(model):
+            model.backward(metric(model(x))[1])
+        rng = np.random.default_rng(0)
+        eps = 1e-6
+        checks = [(name, p.data, p.grad) for name, p in model.named_parameters().items()]
+        checks.append(("the pattern", pattern, seen["blocks.0.attn.hook_pattern"]))
+        for name, values, grad in checks:
+            for _ in range(2 if name != "the pattern" else 6):
+                index = tuple(rng.integers(0, s) for s in values.shape)
+                value, measured = values[index], []
+                for delta in (eps, -eps):
+                    values[index] = value + delta
+                    measured.append(metric(model(x))[0])
+                values[index] = value
+                numeric = (measured[0] - measured[1]) / (2 * eps)
+                np.testing.assert_allclose(
+                    grad[index], numeric, rtol=1e-5, atol=1e-8, err_msg=f"{name}{index}"
+                )
+    # the replaced pattern does not depend on block 0's queries and keys
+    assert np.all(model.blocks[0].attn.q_proj.weight.grad == 0)
+    assert np.all(model.blocks[0].attn.k_proj.weight.grad == 0)
+    assert all(not p.forward_hooks and not p.backward_hooks for p in ti.hook_points(model).values())
+
+
+def test_run_with_cache_runs_the_models_own_forward():
+    """A learner's patched forward is the one run (and cached)."""
+    model, x = make_model(), tokens()
+    original = model.forward
+    model.forward = lambda tokens, **kw: original(tokens, **kw) * 2.0
+    logits, cache = ti.run_with_cache(model, x)
+    np.testing.assert_array_equal(logits, model(x))
+    assert "ln_final.hook_normalized" in cache
+
+
+def test_a_hook_may_edit_the_position_vectors_in_place():
+    model, x = make_model(), tokens()
+
+    def shift(position_vectors, _):
+        # TransformerLens style: edit, then return it (a random direction: LayerNorm would
+        # remove a constant shift)
+        position_vectors[:, 3] += np.random.default_rng(2).normal(0, 1, position_vectors.shape[2])
+        return position_vectors
+
+    patched = ti.run_with_hooks(model, x, [("hook_pos_embed", shift)])
+    np.testing.assert_array_equal(patched[:, :3], model(x)[:, :3])
+    assert np.abs(patched[:, 3:] - model(x)[:, 3:]).max() > 1e-3
+    np.testing.assert_array_equal(ti.run_with_cache(model, x)[0], model(x))  # table untouched

@@ -44,7 +44,7 @@ def _all_models():
 def test_attention_holds_four_linears_and_no_other_weight_array():
     mha = nn.MultiHeadAttention(8, 2, seed=0)
     assert [name for name, _ in mha.named_children()] == [
-        "q_proj", "k_proj", "v_proj", "out_proj", "attn_dropout",
+        "q_proj", "k_proj", "v_proj", "out_proj", "attn_dropout", "hook_z", "hook_pattern",
     ]  # fmt: skip
     assert all(isinstance(getattr(mha, p), nn.Linear) for p in ("q_proj", "k_proj", "v_proj"))
     hidden = [

@@ -25,24 +25,31 @@ PACKAGE = Path(tfscratch.__file__).parent
 
 
 # --- attention calls the function notebook 04 teaches ------------------------------------
-def test_multi_head_attention_runs_scaled_dot_product_attention_and_its_backward(monkeypatch):
+def test_multi_head_attention_runs_scaled_dot_product_attention_and_its_backward(monkeypatch, rng):
+    """In its two halves (the weights, then the weighted values), with the pattern's hook
+    point between them; scaled_dot_product_attention is exactly those halves."""
     calls = []
-    forward, backward = F.scaled_dot_product_attention, F.scaled_dot_product_attention_backward
+    halves = ("attention_weights", "attend", "attend_backward", "attention_weights_backward")
 
-    def spy_forward(*args, **kwargs):
-        calls.append("forward")
-        return forward(*args, **kwargs)
+    def spy(name, function):
+        def spied(*args, **kwargs):
+            calls.append(name)
+            return function(*args, **kwargs)
 
-    def spy_backward(*args, **kwargs):
-        calls.append("backward")
-        return backward(*args, **kwargs)
+        return spied
 
-    monkeypatch.setattr(F, "scaled_dot_product_attention", spy_forward)
-    monkeypatch.setattr(F, "scaled_dot_product_attention_backward", spy_backward)
+    for name in halves:
+        monkeypatch.setattr(F, name, spy(name, getattr(F, name)))
     mha = nn.MultiHeadAttention(8, 2, seed=0)
     out = mha(np.ones((1, 3, 8), np.float32), is_causal=True)
     mha.backward(np.ones_like(out))
-    assert calls == ["forward", "backward"]
+    assert calls == list(halves)
+    calls.clear()
+    q, k, v = (rng.standard_normal((2, 2, 4, 3)) for _ in range(3))
+    mask, dropout_mask = F.causal_mask(4), rng.uniform(0, 2, (2, 2, 4, 4))
+    out, weights = F.scaled_dot_product_attention(q, k, v, mask, dropout_mask)
+    F.scaled_dot_product_attention_backward(out, q, k, v, weights, dropout_mask)
+    assert calls == list(halves)
 
 
 def test_multi_head_attention_equals_split_attend_merge_by_hand(rng):

@@ -7,8 +7,11 @@ width and are merged back by ``out_proj``.
 
 The maths is notebook 05's, in its order: project (Q, K, V), :func:`split_heads`, then
 :func:`tfscratch.functional.scaled_dot_product_attention` (notebook 04's one head, run on
-every head at once), :func:`merge_heads`, ``out_proj``; the backward calls the same
-function's backward and walks the steps in reverse.
+every head at once) in its two halves, the weights (``hook_pattern``) and the weighted sum
+of the values (``hook_z``), then the heads side by side and ``out_proj``; the backward walks
+the same steps in reverse. ``hook_pattern`` and ``hook_z`` are
+:class:`~tfscratch.hooks.HookPoint` s (identities) where :mod:`tfscratch.inspect` reads or
+replaces the pattern and the heads' outputs.
 
 How it is vectorised: all heads (and the whole batch) live in one array of shape
 ``(B, H, T, d_head)``, so a single batched ``@`` computes every head's scores at once. For
@@ -44,6 +47,7 @@ from .checks import (
     check_positive_int,
     check_probability,
 )
+from .hooks import HookPoint
 from .layers import Dropout, Linear
 from .module import Module, make_rng
 from .positional import RotaryPositionalEmbedding
@@ -243,6 +247,8 @@ class MultiHeadAttention(Module):
         # named after this constructor's argument, not Dropout's own `p`
         self.attn_dropout = Dropout(check_probability(dropout, "dropout"), rng=rng)
         self.rotary = rotary
+        self.hook_z = HookPoint()  # each head's output before out_proj (B, T_q, H, d_head)
+        self.hook_pattern = HookPoint()  # the attention weights (B, H, T_q, T_k)
         self.attn_weights = None
 
     def forward(
@@ -266,7 +272,6 @@ class MultiHeadAttention(Module):
         """
         check_float_array(x, "x", ndim=3, last_dim=self.d_model)
         B, T_q, _ = x.shape
-        self._is_cross = context is not None
         if context is None:
             q, k, v = project_together(x, (self.q_proj, self.k_proj, self.v_proj))
         else:
@@ -281,8 +286,7 @@ class MultiHeadAttention(Module):
             k, v = project_together(context, (self.k_proj, self.v_proj))
         q, k, v = (split_heads(part, self.n_heads) for part in (q, k, v))  # (B, H, T, d_head)
         offset = 0 if kv_cache is None else kv_cache.length
-        self._rotated = self.rotary is not None and not self._is_cross
-        if self._rotated:
+        if self.rotary is not None and context is None:  # never cross-attention
             # RoPE: the new queries and keys are positions offset ... offset + T_q - 1
             check_length(T_q, self.rotary.max_len, offset=offset)
             q, k = self.rotary.rotate(q, offset), self.rotary.rotate(k, offset)
@@ -293,14 +297,17 @@ class MultiHeadAttention(Module):
             mask, key_padding_mask, is_causal, (B, self.n_heads, T_q, T_k), offset
         )
         dropout_mask = self.attn_dropout.new_mask((B, self.n_heads, T_q, T_k), x.dtype)
-        heads, weights = F.scaled_dot_product_attention(q, k, v, blocked, dropout_mask)
+        weights = F.attention_weights(q, k, blocked)  # softmax(q k^T / sqrt(d_head))
+        pattern = self.hook_pattern(weights)
+        z = self.hook_z(F.attend(pattern, v, dropout_mask).transpose(0, 2, 1, 3))
         self.save_for_backward(
-            projected=x if context is None else context,  # the input of the fused projection
-            q=q, k=k, v=v, weights=weights, dropout_mask=dropout_mask,
+            x=x if context is None else None,  # the fused projection's input (q_proj keeps its own)
+            context=context, kv_cache=kv_cache, q=q, k=k, v=v, weights=weights,
+            pattern=None if pattern is weights else pattern,  # a hook's replacement, if any
+            dropout_mask=dropout_mask,
         )  # fmt: skip
-        self._used_cache = kv_cache is not None
-        self.attn_weights = weights
-        return self.out_proj(merge_heads(heads))
+        self.attn_weights = pattern
+        return self.out_proj(z.reshape(B, T_q, self.d_model))  # the heads side by side
 
     def _blocked(self, mask, key_padding_mask, is_causal, full_shape, offset):
         """One boolean array (True = blocked) broadcastable to ``(B, H, T_q, T_k)``, or None."""
@@ -337,22 +344,24 @@ class MultiHeadAttention(Module):
         self.check_ready_for_backward()
         B, _, T_q, _ = self._q.shape
         self.check_grad_shape(grad_output, (B, T_q, self.out_proj.weight.shape[1]))
-        if self._used_cache:
+        if self._kv_cache is not None:
             raise RuntimeError(
                 "backward after a forward with kv_cache is not supported: the cache is for "
                 "generation (inference); train without it"
             )
-        d_heads = split_heads(self.out_proj.backward(grad_output), self.n_heads)
-        dq, dk, dv = F.scaled_dot_product_attention_backward(
-            d_heads, self._q, self._k, self._v, self._weights, self._dropout_mask
-        )
-        if self._rotated:  # q and k were rotated (at offset 0: no cache in training)
+        d_z = self.out_proj.backward(grad_output).reshape(B, T_q, self.n_heads, self.d_head)
+        d_heads = self.hook_z.backward(d_z).transpose(0, 2, 1, 3)  # (B, H, T_q, d_head)
+        pattern = self._weights if self._pattern is None else self._pattern
+        d_pattern, dv = F.attend_backward(d_heads, pattern, self._v, self._dropout_mask)
+        d_weights = self.hook_pattern.backward(d_pattern)
+        dq, dk = F.attention_weights_backward(d_weights, self._q, self._k, self._weights)
+        if self._context is None and self.rotary is not None:  # rotated (offset 0: no cache)
             dq, dk = self.rotary.rotate_backward(dq), self.rotary.rotate_backward(dk)
         dq, dk, dv = (merge_heads(grad) for grad in (dq, dk, dv))  # (B, T, D) each
-        if not self._is_cross:
+        if self._context is None:
             return project_together_backward(
-                self._projected, [dq, dk, dv], (self.q_proj, self.k_proj, self.v_proj)
+                self._x, [dq, dk, dv], (self.q_proj, self.k_proj, self.v_proj)
             )
         dx = self.q_proj.backward(dq)
-        d_context = project_together_backward(self._projected, [dk, dv], (self.k_proj, self.v_proj))
+        d_context = project_together_backward(self._context, [dk, dv], (self.k_proj, self.v_proj))
         return dx, d_context

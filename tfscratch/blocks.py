@@ -13,9 +13,16 @@ A pre-LN block is notebook 06's two lines::
     return h + ffn(ln2(h))
 
 plus residual dropout on each sublayer's output (``attn_resid_dropout``,
-``ffn_resid_dropout``: the identity at ``dropout=0`` and in evaluation). The backward walks
-the same lines in reverse: at each ``+`` the gradient is copied to both branches, the
-shortcut and the sublayer, and the two results are added where the branches met.
+``ffn_resid_dropout``: the identity at ``dropout=0`` and in evaluation). Each line is one
+residual sublayer, written once below for each placement (:func:`pre_norm_residual`,
+:func:`post_norm_residual`) with its backward beside it; the block picks the pair when it is
+built. The backward walks the same lines in reverse: at each ``+`` the gradient is copied to
+both branches, the shortcut and the sublayer, and the two results are added where the
+branches met.
+
+The hook points (:class:`~tfscratch.hooks.HookPoint`, identities) sit at the seams
+TransformerLens names: ``hook_resid_pre``, ``hook_attn_out``, ``hook_resid_mid``,
+``hook_mlp_out``, ``hook_resid_post`` (and ``hook_cross_attn_out`` with cross-attention).
 
 With rotary positions (``pos="rope"``, notebook 12) the blocks are built with ``rotary=`` a
 :class:`~tfscratch.positional.RotaryPositionalEmbedding`: the self-attention ``attn`` rotates
@@ -28,11 +35,80 @@ import numpy as np
 
 from .attention import MultiHeadAttention
 from .checks import check_choice
+from .hooks import HookPoint
 from .layers import Dropout, FeedForward, LayerNorm
 from .module import Module, make_rng
 from .positional import RotaryPositionalEmbedding
 
 NORM_PLACEMENTS = ("pre", "post")
+
+
+def pre_norm_residual(x, norm, sublayer, dropout, hook, **options):
+    """GPT-2's placement: ``x + dropout(sublayer(norm(x)))``.
+
+    Args:
+        x: the residual stream ``(B, T, D)``.
+        norm, sublayer, dropout: the block's modules for this sublayer (``ln1``, ``attn``,
+            ``attn_resid_dropout``, ...).
+        hook: the :class:`~tfscratch.hooks.HookPoint` the sublayer's output passes through.
+        options: keyword arguments of ``sublayer`` (masks, ``context``, ``kv_cache``).
+
+    Returns:
+        the stream after the sublayer, ``(B, T, D)``.
+    """
+    return x + dropout(hook(sublayer(norm(x), **options)))
+
+
+def pre_norm_residual_backward(grad, norm, sublayer, dropout, hook):
+    """At the ``+`` the gradient goes both ways: straight to ``x``, and back through the
+    branch.
+
+    Args:
+        grad: dL/d(output) ``(B, T, D)``.
+        norm, sublayer, dropout, hook: the modules of the forward.
+
+    Returns:
+        ``(dx, d_context)``; ``d_context`` is None unless the sublayer is cross-attention.
+    """
+    d_branch, d_context = _split(sublayer.backward(hook.backward(dropout.backward(grad))))
+    return grad + norm.backward(d_branch), d_context
+
+
+def post_norm_residual(x, norm, sublayer, dropout, hook, **options):
+    """The 2017 paper's placement: ``norm(x + dropout(sublayer(x)))``.
+
+    Args:
+        x, norm, sublayer, dropout, hook, options: as :func:`pre_norm_residual`.
+
+    Returns:
+        the stream after the sublayer, ``(B, T, D)``.
+    """
+    return norm(x + dropout(hook(sublayer(x, **options))))
+
+
+def post_norm_residual_backward(grad, norm, sublayer, dropout, hook):
+    """Through the norm first, then the ``+`` sends the gradient both ways.
+
+    Args:
+        grad, norm, sublayer, dropout, hook: as :func:`pre_norm_residual_backward`.
+
+    Returns:
+        ``(dx, d_context)``, as :func:`pre_norm_residual_backward`.
+    """
+    d_sum = norm.backward(grad)
+    d_branch, d_context = _split(sublayer.backward(hook.backward(dropout.backward(d_sum))))
+    return d_sum + d_branch, d_context
+
+
+def _split(grad):
+    """A sublayer's input gradient: ``(dx, None)``, or cross-attention's ``(dx, d_context)``."""
+    return grad if isinstance(grad, tuple) else (grad, None)
+
+
+RESIDUALS = {
+    "pre": (pre_norm_residual, pre_norm_residual_backward),
+    "post": (post_norm_residual, post_norm_residual_backward),
+}
 
 
 class TransformerBlock(Module):
@@ -79,29 +155,37 @@ class TransformerBlock(Module):
         dtype=np.float32,
     ):
         self.norm = check_choice(norm, "norm", NORM_PLACEMENTS)
+        # the placement, chosen once: x + sublayer(norm(x)) or norm(x + sublayer(x))
+        self.residual, self.residual_backward = RESIDUALS[norm]
         self.causal = bool(causal)
         self.has_cross_attention = bool(cross_attention)
         self.has_feed_forward = bool(feed_forward)
         d_ff = 4 * d_model if d_ff is None else d_ff
         rng = make_rng(seed, rng)
+        self.hook_resid_pre = HookPoint()
         self.ln1 = LayerNorm(d_model, dtype=dtype)
         self.attn = MultiHeadAttention(
             d_model, n_heads, dropout=dropout, rotary=rotary, rng=rng, dtype=dtype
         )
+        self.hook_attn_out = HookPoint()
         if self.has_cross_attention or self.has_feed_forward:
             self.ln2 = LayerNorm(d_model, dtype=dtype)
         if self.has_cross_attention:
             self.cross_attn = MultiHeadAttention(
                 d_model, n_heads, dropout=dropout, rng=rng, dtype=dtype
             )
+            self.hook_cross_attn_out = HookPoint()
             if self.has_feed_forward:
                 self.ln3 = LayerNorm(d_model, dtype=dtype)
             self.cross_resid_dropout = Dropout(dropout, rng=rng)
+        self.hook_resid_mid = HookPoint()
         if self.has_feed_forward:
             self.ffn = FeedForward(d_model, d_ff, activation, dropout, rng=rng, dtype=dtype)
+            self.hook_mlp_out = HookPoint()
         self.attn_resid_dropout = Dropout(dropout, rng=rng)
         if self.has_feed_forward:
             self.ffn_resid_dropout = Dropout(dropout, rng=rng)
+        self.hook_resid_post = HookPoint()
 
     @property
     def ffn_norm(self) -> LayerNorm:
@@ -136,38 +220,20 @@ class TransformerBlock(Module):
             raise ValueError("memory (the encoder output) is required: this block cross-attends")
         if not self.has_cross_attention and memory is not None:
             raise ValueError("memory was given, but this block has no cross-attention")
-        attn_options = dict(
-            mask=mask, key_padding_mask=key_padding_mask, kv_cache=kv_cache, is_causal=self.causal
-        )
-        cross_options = dict(context=memory, key_padding_mask=memory_key_padding_mask)
-        if self.norm == "pre":
-            h = x + self.attn_resid_dropout(self.attn(self.ln1(x), **attn_options))
-            if self.has_cross_attention:
-                h = h + self.cross_resid_dropout(self.cross_attn(self.ln2(h), **cross_options))
-            h = self.hook_resid_mid(h)
-            if not self.has_feed_forward:
-                return h
-            return h + self.ffn_resid_dropout(self.ffn(self.ffn_norm(h)))
-        # post-LN: the norm comes after each residual sum
-        h = self.ln1(x + self.attn_resid_dropout(self.attn(x, **attn_options)))
+        x = self.hook_resid_pre(x)
+        x = self.residual(
+            x, self.ln1, self.attn, self.attn_resid_dropout, self.hook_attn_out,
+            mask=mask, key_padding_mask=key_padding_mask, kv_cache=kv_cache, is_causal=self.causal,
+        )  # fmt: skip
         if self.has_cross_attention:
-            h = self.ln2(h + self.cross_resid_dropout(self.cross_attn(h, **cross_options)))
-        if not self.has_feed_forward:
-            return h
-        return self.ffn_norm(h + self.ffn_resid_dropout(self.ffn(h)))
-
-    def hook_resid_mid(self, h):
-        """The identity: the pre-LN residual stream between the attention sublayer(s) and the
-        feed-forward passes through here, so :mod:`tfscratch.inspect` can read or replace it
-        (it wraps this method on one block for the length of a call).
-
-        Args:
-            h: ``(B, T, D)``.
-
-        Returns:
-            ``h`` itself.
-        """
-        return h
+            x = self.residual(
+                x, self.ln2, self.cross_attn, self.cross_resid_dropout, self.hook_cross_attn_out,
+                context=memory, key_padding_mask=memory_key_padding_mask,
+            )  # fmt: skip
+        x = self.hook_resid_mid(x)
+        if self.has_feed_forward:
+            x = self.residual(x, self.ffn_norm, self.ffn, self.ffn_resid_dropout, self.hook_mlp_out)
+        return self.hook_resid_post(x)
 
     def backward(self, grad_output):
         """The sublayers in reverse, each residual shortcut adding its gradient.
@@ -178,32 +244,21 @@ class TransformerBlock(Module):
         Returns:
             ``dx`` ``(B, T, D)``, or ``(dx, dmemory)`` with cross-attention.
         """
-        d_memory = None
-        if self.norm == "pre":
-            dh = grad_output
-            if self.has_feed_forward:
-                # out = h + ffn(ln(h)): dh = d_out (the shortcut) + the FFN branch's gradient
-                dh = dh + self.ffn_norm.backward(
-                    self.ffn.backward(self.ffn_resid_dropout.backward(dh))
-                )
-            if self.has_cross_attention:
-                # h = h_prev + cross_attn(ln2(h_prev), memory)
-                d_query, d_memory = self.cross_attn.backward(self.cross_resid_dropout.backward(dh))
-                dh = dh + self.ln2.backward(d_query)
-            # h = x + attn(ln1(x))
-            dx = dh + self.ln1.backward(self.attn.backward(self.attn_resid_dropout.backward(dh)))
-            return (dx, d_memory) if self.has_cross_attention else dx
-        # post-LN: out = ln(h + ffn(h)): through the norm first, then both branches
-        dh = grad_output
+        grad = self.hook_resid_post.backward(grad_output)
         if self.has_feed_forward:
-            d_sum = self.ffn_norm.backward(grad_output)
-            dh = d_sum + self.ffn.backward(self.ffn_resid_dropout.backward(d_sum))
+            grad, _ = self.residual_backward(
+                grad, self.ffn_norm, self.ffn, self.ffn_resid_dropout, self.hook_mlp_out
+            )
+        grad = self.hook_resid_mid.backward(grad)
+        d_memory = None
         if self.has_cross_attention:
-            d_sum = self.ln2.backward(dh)
-            d_query, d_memory = self.cross_attn.backward(self.cross_resid_dropout.backward(d_sum))
-            dh = d_sum + d_query
-        d_sum = self.ln1.backward(dh)
-        dx = d_sum + self.attn.backward(self.attn_resid_dropout.backward(d_sum))
+            grad, d_memory = self.residual_backward(
+                grad, self.ln2, self.cross_attn, self.cross_resid_dropout, self.hook_cross_attn_out
+            )
+        grad, _ = self.residual_backward(
+            grad, self.ln1, self.attn, self.attn_resid_dropout, self.hook_attn_out
+        )
+        dx = self.hook_resid_pre.backward(grad)
         return (dx, d_memory) if self.has_cross_attention else dx
 
 

@@ -427,6 +427,21 @@ def scaled_dot_product_attention(
             "an additive 0/-inf mask or a 0/1 int mask converts with mask.astype(bool) for 0/1, "
             "or mask == -np.inf for an additive one"
         )
+    weights = attention_weights(q, k, mask)
+    return attend(weights, v, dropout_mask), weights
+
+
+def attention_weights(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    r"""The first half of :func:`scaled_dot_product_attention`, the attention weights
+    :math:`\mathrm{softmax}(Q K^\top / \sqrt{d} + \text{mask})`.
+
+    Args:
+        q: ``(B, H, T_q, d_head)``; k: ``(B, H, T_k, d_head)``.
+        mask: boolean, True = blocked, broadcastable to ``(B, H, T_q, T_k)``, or None.
+
+    Returns:
+        ``(B, H, T_q, T_k)``, each row summing to 1 (0 for a fully blocked row).
+    """
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float: the scores keep q's dtype
     # One (B, H, T_q, T_k) array from scores to weights: scaled, masked and normalised where
     # it is (the memory attention needs is this matrix; notebook 13 measures it).
@@ -434,9 +449,21 @@ def scaled_dot_product_attention(
     scores *= scale
     if mask is not None:
         np.copyto(scores, -np.inf, where=mask)  # blocked: e^-inf = 0 after the softmax
-    weights = softmax(scores, axis=-1, out=scores)
+    return softmax(scores, axis=-1, out=scores)
+
+
+def attend(weights: np.ndarray, v: np.ndarray, dropout_mask: np.ndarray | None = None):
+    """The second half of :func:`scaled_dot_product_attention`: weights times values.
+
+    Args:
+        weights: ``(B, H, T_q, T_k)``; v: ``(B, H, T_k, d_head)``.
+        dropout_mask: the inverted-dropout multiplier of the weights, or None.
+
+    Returns:
+        ``(B, H, T_q, d_head)``.
+    """
     attended = weights if dropout_mask is None else weights * dropout_mask
-    return attended @ v, weights
+    return attended @ v
 
 
 def scaled_dot_product_attention_backward(
@@ -463,15 +490,40 @@ def scaled_dot_product_attention_backward(
     Returns:
         ``(dq, dk, dv)``, the shapes of ``q``, ``k`` and ``v``.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1])
+    d_weights, dv = attend_backward(grad_output, weights, v, dropout_mask)
+    dq, dk = attention_weights_backward(d_weights, q, k, weights)
+    return dq, dk, dv
+
+
+def attend_backward(grad_output, weights, v, dropout_mask=None):
+    """Backward of :func:`attend`.
+
+    Args:
+        grad_output: dL/d(out) ``(B, H, T_q, d_head)``.
+        weights, v, dropout_mask: the inputs of the forward.
+
+    Returns:
+        ``(d_weights, dv)``.
+    """
     attended = weights if dropout_mask is None else weights * dropout_mask
     dv = np.swapaxes(attended, -1, -2) @ grad_output
     d_attended = grad_output @ np.swapaxes(v, -1, -2)
     d_weights = d_attended if dropout_mask is None else d_attended * dropout_mask
-    d_scores = softmax_backward(d_weights, weights) * scale
-    dq = d_scores @ k
-    dk = np.swapaxes(d_scores, -1, -2) @ q
-    return dq, dk, dv
+    return d_weights, dv
+
+
+def attention_weights_backward(d_weights, q, k, weights):
+    """Backward of :func:`attention_weights`: the softmax, the scale, then ``Q K^T``.
+
+    Args:
+        d_weights: dL/d(weights) ``(B, H, T_q, T_k)``.
+        q, k: the inputs of the forward; weights: its output.
+
+    Returns:
+        ``(dq, dk)``.
+    """
+    d_scores = softmax_backward(d_weights, weights) * (1.0 / math.sqrt(q.shape[-1]))
+    return d_scores @ k, np.swapaxes(d_scores, -1, -2) @ q
 
 
 # --- cross-entropy ----------------------------------------------------------------------

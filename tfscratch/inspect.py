@@ -12,13 +12,12 @@ The names follow TransformerLens, so a learner can move there with the same word
     blocks.{i}.hook_resid_post                      resid_mid + mlp_out (the block's output)
     ln_final.hook_normalized                        the final LayerNorm's output
 
-How: there is no second copy of the forward maths here. For the length of a call, the
-model's own modules get an instance attribute ``forward`` (``module(x)`` calls
-``self.forward``) that runs the class's forward and, on the way in or out, records the
-activation or hands it to your hook; ``backward`` is wrapped the same way to record each
-activation's gradient. The one hook point inside the model's code is
-``TransformerBlock.hook_resid_mid``, an identity between the two residual sums of a block.
-Everything is put back when the call returns, also when it raises.
+How: the model's forward passes each of these activations through a
+:class:`~tfscratch.hooks.HookPoint`, an identity module (``blocks.{i}.hook_resid_pre`` is
+``model.blocks[i].hook_resid_pre``), and its backward passes the gradient back through the
+same point. The functions here hang functions on the hook points for the length of a call,
+:func:`hooks` for the length of a ``with`` block. The names come from the module tree; two
+are TransformerLens's instead of the attribute path (:data:`ALIASES`).
 
 Only a pre-LN :class:`~tfscratch.DecoderLM` is supported (the layout these names describe).
 """
@@ -31,15 +30,20 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .checks import check_choice, describe
+from .checks import check_choice, check_int, describe
+from .hooks import HookPoint
 from .models import DecoderLM
-from .module import evaluating, no_grad
+from .module import Module, evaluating, no_grad
 
-__all__ = ["ablate_heads", "hook_names", "run_with_cache", "run_with_hooks"]
+__all__ = [
+    "ablate_heads", "hook_names", "hook_points", "hooks", "run_with_cache", "run_with_hooks"
+]  # fmt: skip
 
-READ_ONLY = ("attn.hook_pattern",)
-"""Activations that can be read (and differentiated) but not replaced: the attention
-weights are an intermediate of one function, :func:`tfscratch.functional.scaled_dot_product_attention`."""
+ALIASES = {
+    "pos_emb.hook_pos_embed": "hook_pos_embed",
+    "hook_normalized": "ln_final.hook_normalized",
+}
+"""Module-tree names -> TransformerLens's names, where they differ."""
 
 ABLATIONS = ("zero", "mean")
 
@@ -55,8 +59,28 @@ def _check_model(model) -> DecoderLM:
     return model
 
 
+def hook_points(model: Module, prefix: str = "") -> dict[str, HookPoint]:
+    """Every :class:`~tfscratch.hooks.HookPoint` under ``model`` by name.
+
+    Args:
+        model: any :class:`~tfscratch.module.Module`.
+        prefix: put in front of every name.
+
+    Returns:
+        dict of name -> hook point, in the order of the module tree: the order the forward
+        meets them, except that an attention's ``hook_z`` comes before its ``hook_pattern``.
+    """
+    points = {}
+    for name, child in model.named_children():
+        if isinstance(child, HookPoint):
+            points[ALIASES.get(prefix + name, prefix + name)] = child
+        else:
+            points.update(hook_points(child, f"{prefix}{name}."))
+    return points
+
+
 def hook_names(model: DecoderLM) -> list[str]:
-    """Every activation name of ``model``, in the order the forward meets them.
+    """Every activation name of ``model``, in the order of :func:`hook_points`.
 
     Args:
         model: a pre-LN :class:`~tfscratch.DecoderLM`.
@@ -65,16 +89,7 @@ def hook_names(model: DecoderLM) -> list[str]:
         list of names, e.g. ``["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre", ...]``
         (no ``hook_pos_embed`` for ``pos="rope"``, no ``hook_mlp_out`` with ``attn_only``).
     """
-    _check_model(model)
-    names = ["hook_embed"] + (["hook_pos_embed"] if model.pos_emb is not None else [])
-    for i, block in enumerate(model.blocks):
-        names += [f"blocks.{i}.{suffix}" for suffix in (
-            "hook_resid_pre", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid"
-        )]  # fmt: skip
-        if block.has_feed_forward:
-            names.append(f"blocks.{i}.hook_mlp_out")
-        names.append(f"blocks.{i}.hook_resid_post")
-    return names + ["ln_final.hook_normalized"]
+    return list(hook_points(_check_model(model)))
 
 
 def _check_name(model: DecoderLM, name, valid: list[str]) -> str:
@@ -96,224 +111,67 @@ def _check_name(model: DecoderLM, name, valid: list[str]) -> str:
     )
 
 
-def _check_hooks(model: DecoderLM, fwd_hooks) -> list[tuple[str, Callable]]:
-    valid = hook_names(model)
+def _check_hooks(model: DecoderLM, pairs, argument: str, valid) -> list[tuple[str, Callable]]:
     try:
-        pairs = list(fwd_hooks)
+        pairs = list(pairs)
     except TypeError:
         raise TypeError(
-            f"fwd_hooks must be a list of (name, fn) pairs, got {describe(fwd_hooks)}"
+            f"{argument} must be a list of (name, fn) pairs, got {describe(pairs)}"
         ) from None
-    checked = []
     for pair in pairs:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(
-                f"each entry of fwd_hooks must be a (name, fn) pair, got {describe(pair)}"
+                f"each entry of {argument} must be a (name, fn) pair, got {describe(pair)}"
             )
         name, fn = pair
         _check_name(model, name, valid)
         if not callable(fn):
             raise TypeError(
-                f"the hook for {name!r} must be callable fn(activation, name), got {describe(fn)}"
+                f"the hook for {name!r} must be callable fn(array, name), got {describe(fn)}"
             )
-        checked.append((name, fn))
-    return checked
-
-
-class _Session:
-    """The wrappers of one call: hooks to apply, and where to record activations/gradients."""
-
-    def __init__(self, model: DecoderLM, hooks, cache: dict | None, grads: dict | None):
-        self.model = model
-        self.hooks: dict[str, list[Callable]] = {}
-        for name, fn in hooks:
-            self.hooks.setdefault(name, []).append(fn)
-        self.cache, self.grads = cache, grads
-        self._saved: list[tuple[object, str, object]] = []
-
-    def point(self, name: str, value: np.ndarray) -> np.ndarray:
-        """Hand ``value`` to the hooks of ``name`` in turn; record what comes out."""
-        for fn in self.hooks.get(name, ()):
-            replacement = fn(value, name)
-            if replacement is None or replacement is value:
-                continue
-            if any(name.endswith(suffix) for suffix in READ_ONLY):
-                raise ValueError(
-                    f"{name} can be read but not replaced (the attention weights live inside "
-                    "one function); patch the heads' outputs, attn.hook_z, instead"
-                )
-            replacement = np.asarray(replacement)
-            if replacement.shape != value.shape:
-                raise ValueError(
-                    f"the hook for {name} returned shape {replacement.shape}; the activation "
-                    f"has shape {value.shape} and its replacement must too"
-                )
-            value = replacement.astype(value.dtype, copy=False)
-        if self.cache is not None:
-            self.cache[name] = value
-        return value
-
-    # --- putting wrappers on and taking them off -------------------------------------------
-    def _wrap(self, module, method: str, make: Callable) -> None:
-        """Set ``module.<method>`` (an instance attribute) to ``make(class_method)``."""
-        self._saved.append((module, method, vars(module).get(method, _ABSENT)))
-        setattr(module, method, make(getattr(type(module), method).__get__(module)))
-
-    def remove(self) -> None:
-        """Put back every attribute this session replaced, in reverse order."""
-        for module, method, previous in reversed(self._saved):
-            if previous is _ABSENT:
-                vars(module).pop(method, None)
-            else:
-                setattr(module, method, previous)
-        self._saved.clear()
-
-    def install(self) -> None:
-        """Wrap the model's modules (forwards always, backwards when gradients are wanted)."""
-        model = self.model
-        try:
-            self._install_stem(model)
-            for i, block in enumerate(model.blocks):
-                self._install_block(f"blocks.{i}.", block)
-            self._wrap(model.ln_f, "forward", lambda forward: lambda x: self.point(
-                "ln_final.hook_normalized", forward(x)))  # fmt: skip
-            if self.grads is not None:
-                self._wrap(model.ln_f, "backward", self._recording("ln_final.hook_normalized"))
-        except BaseException:
-            self.remove()
-            raise
-
-    def _recording(self, *names: str) -> Callable:
-        """A backward wrapper that records its incoming gradient under ``names``."""
-
-        def make(backward):
-            def recorded(grad_output):
-                for name in names:
-                    self.grads[name] = grad_output
-                return backward(grad_output)
-
-            return recorded
-
-        return make
-
-    def _install_stem(self, model: DecoderLM) -> None:
-        positions = model.pos_emb
-        if positions is None:  # rope: the stream starts as the token vectors alone
-            self._wrap(model.emb_dropout, "forward", lambda forward: lambda x: forward(
-                self.point("hook_embed", x)))  # fmt: skip
-        else:
-
-            def make(forward):
-                def add_positions(x, offset=0):
-                    x = self.point("hook_embed", x)
-                    # the module's own position vectors: its forward applied to zeros
-                    pos = forward(np.zeros_like(x), offset=offset)
-                    new_pos = self.point("hook_pos_embed", pos)
-                    return forward(x, offset=offset) if new_pos is pos else x + new_pos
-
-                return add_positions
-
-            self._wrap(positions, "forward", make)
-        if self.grads is not None:
-            names = ["hook_embed"] + (["hook_pos_embed"] if positions is not None else [])
-
-            def make_backward(backward):
-                def recorded(grad_output):
-                    grad = backward(grad_output)  # y = x + P: both get dL/dy (eval: no dropout)
-                    for name in names:
-                        self.grads[name] = grad
-                    return grad
-
-                return recorded
-
-            self._wrap(model.emb_dropout, "backward", make_backward)
-
-    def _install_block(self, prefix: str, block) -> None:
-        attn = block.attn
-        H, d_head = attn.n_heads, attn.d_head
-
-        def make_block(forward):
-            def block_forward(x, *args, **kwargs):
-                x = self.point(prefix + "hook_resid_pre", x)
-                return self.point(prefix + "hook_resid_post", forward(x, *args, **kwargs))
-
-            return block_forward
-
-        def make_attn(forward):
-            def attn_forward(*args, **kwargs):
-                out = forward(*args, **kwargs)
-                self.point(prefix + "attn.hook_pattern", attn.attn_weights)
-                return self.point(prefix + "hook_attn_out", out)
-
-            return attn_forward
-
-        def make_out_proj(forward):
-            def out_proj_forward(merged):
-                B, T, D = merged.shape  # merged heads: head h owns features h*d_head ...
-                z = self.point(prefix + "attn.hook_z", merged.reshape(B, T, H, d_head))
-                return forward(z.reshape(B, T, D))
-
-            return out_proj_forward
-
-        self._wrap(block, "forward", make_block)
-        self._wrap(attn, "forward", make_attn)
-        self._wrap(attn.out_proj, "forward", make_out_proj)
-        self._wrap(block, "hook_resid_mid", lambda identity: lambda h: identity(
-            self.point(prefix + "hook_resid_mid", h)))  # fmt: skip
-        if block.has_feed_forward:
-            self._wrap(block.ffn, "forward", lambda forward: lambda x: self.point(
-                prefix + "hook_mlp_out", forward(x)))  # fmt: skip
-        if self.grads is None:
-            return
-
-        def make_block_backward(backward):
-            def block_backward(grad_output):
-                self.grads[prefix + "hook_resid_post"] = grad_output
-                grad = backward(grad_output)
-                self.grads[prefix + "hook_resid_pre"] = grad
-                return grad
-
-            return block_backward
-
-        def make_out_proj_backward(backward):
-            def out_proj_backward(grad_output):
-                d_merged = backward(grad_output)
-                B, T, _ = d_merged.shape
-                d_z = d_merged.reshape(B, T, H, d_head)
-                self.grads[prefix + "attn.hook_z"] = d_z
-                # z = pattern @ v per head, so dL/dpattern = dL/dz @ v^T (the first line of
-                # scaled_dot_product_attention_backward; no attention dropout in eval mode)
-                self.grads[prefix + "attn.hook_pattern"] = d_z.transpose(0, 2, 1, 3) @ np.swapaxes(
-                    attn._v, -1, -2
-                )
-                return d_merged
-
-            return out_proj_backward
-
-        self._wrap(block, "backward", make_block_backward)
-        # resid_mid = resid_pre + attn_out: one gradient reaches both sums' outputs
-        self._wrap(
-            attn, "backward", self._recording(prefix + "hook_attn_out", prefix + "hook_resid_mid")
-        )
-        self._wrap(attn.out_proj, "backward", make_out_proj_backward)
-        if block.has_feed_forward:
-            self._wrap(block.ffn, "backward", self._recording(prefix + "hook_mlp_out"))
-
-
-_ABSENT = object()
+    return pairs
 
 
 @contextmanager
-def _session(model: DecoderLM, hooks, cache=None, grads=None) -> Iterator[_Session]:
-    """Install a session with the model's active :func:`ablate_heads` hooks first."""
-    session = _Session(
-        model, list(getattr(model, "_inspect_hooks", [])) + list(hooks), cache, grads
-    )
-    session.install()
+def hooks(model: DecoderLM, fwd_hooks=(), bwd_hooks=()) -> Iterator[DecoderLM]:
+    """``with hooks(model, fwd_hooks, bwd_hooks):`` every forward and backward of ``model``
+    inside the block runs with these functions on its hook points (TransformerLens's
+    ``model.hooks``); they come off when the block ends, also when it raises.
+
+    A replaced activation is a constant to the backward: the gradient reaches it (and the
+    ``bwd_hooks``) but goes no further back through the entries a hook changed.
+
+    Args:
+        model: a pre-LN :class:`~tfscratch.DecoderLM`.
+        fwd_hooks: list of ``(name, fn)``: ``fn(activation, name)`` returns a replacement of
+            the same shape, or None to keep the activation. Several run in list order, after
+            the functions already there (an enclosing :func:`ablate_heads`).
+        bwd_hooks: list of ``(name, fn)``: ``fn(grad, name)`` is shown d(loss)/d(activation).
+
+    Returns:
+        a context manager that yields ``model``.
+    """
+    points = hook_points(_check_model(model))
+    valid = list(points)
+    hung = [
+        (getattr(points[name], kind), lambda value, fn=fn, name=name: fn(value, name))
+        for kind, argument, pairs in (
+            ("forward_hooks", "fwd_hooks", fwd_hooks), ("backward_hooks", "bwd_hooks", bwd_hooks)
+        )
+        for name, fn in _check_hooks(model, pairs, argument, valid)
+    ]  # fmt: skip
+    for functions, function in hung:
+        functions.append(function)
     try:
-        yield session
+        yield model
     finally:
-        session.remove()
+        for functions, function in hung:
+            functions.remove(function)
+
+
+def _recorder(store: dict, name: str) -> Callable:
+    """A hook that keeps what passes."""
+    return lambda value, _: store.__setitem__(name, value)
 
 
 def _check_tokens(model: DecoderLM, tokens) -> np.ndarray:
@@ -351,9 +209,11 @@ def run_with_cache(
         raise TypeError(
             f"metric must be a function logits -> (value, dlogits), got {describe(metric)}"
         )
-    cache: dict[str, np.ndarray] = {}
-    grads: dict[str, np.ndarray] | None = {} if metric is not None else None
-    with evaluating(model), _session(model, [], cache, grads):
+    names = hook_names(model)
+    cache, grads = dict.fromkeys(names), dict.fromkeys(names)  # in the order of the names
+    keep = [(name, _recorder(cache, name)) for name in names]
+    keep_grads = [(name, _recorder(grads, name)) for name in names] if metric else []
+    with evaluating(model), hooks(model, keep, keep_grads):
         if metric is None:
             with no_grad():
                 return model(tokens), cache
@@ -386,16 +246,14 @@ def run_with_hooks(model: DecoderLM, tokens, fwd_hooks) -> np.ndarray:
         tokens: int ``(B, T)``.
         fwd_hooks: list of ``(name, fn)``; at activation ``name`` (see :func:`hook_names`),
             ``fn(activation, name)`` returns its replacement, an array of the same shape, or
-            None to keep it. Several hooks on one name run in list order.
-            ``attn.hook_pattern`` can be read but not replaced.
+            None to keep it. Several hooks on one name run in list order. A replaced
+            ``attn.hook_pattern`` is what multiplies the values (pattern patching).
 
     Returns:
         logits ``(B, T, V)`` of the run with the replacements.
     """
-    _check_model(model)
-    hooks = _check_hooks(model, fwd_hooks)
     tokens = _check_tokens(model, tokens)
-    with evaluating(model), no_grad(), _session(model, hooks):
+    with evaluating(model), no_grad(), hooks(model, fwd_hooks):
         return model(tokens)
 
 
@@ -408,14 +266,9 @@ def _check_heads(model: DecoderLM, heads) -> list[tuple[int, int]]:
             f"heads must be a list of (layer, head) pairs, got {describe(heads)}"
         ) from None
     for pair in pairs:
-        ok = len(pair) == 2 and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in pair
-        )
-        if not ok:
-            raise TypeError(
-                f"each entry of heads must be a (layer, head) pair of ints, got {pair!r}"
-            )
-        layer, head = pair
+        if len(pair) != 2:
+            raise TypeError(f"each entry of heads must be a (layer, head) pair, got {pair!r}")
+        layer, head = check_int(pair[0], "layer"), check_int(pair[1], "head")
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(
                 f"heads: ({layer}, {head}) is not a head of this model (layers 0..{n_layers - 1}, "
@@ -443,8 +296,7 @@ def ablate_heads(model: DecoderLM, heads, how: str = "zero") -> Iterator[Decoder
     Returns:
         a context manager that yields ``model``.
     """
-    _check_model(model)
-    heads = _check_heads(model, heads)
+    heads = _check_heads(_check_model(model), heads)
     how = check_choice(how, "how", ABLATIONS)
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
@@ -464,15 +316,5 @@ def ablate_heads(model: DecoderLM, heads, how: str = "zero") -> Iterator[Decoder
     new_hooks = [
         (f"blocks.{layer}.attn.hook_z", make_hook(chosen)) for layer, chosen in by_layer.items()
     ]
-    previous = list(getattr(model, "_inspect_hooks", []))
-    model._inspect_hooks = previous + new_hooks
-    session = _Session(model, model._inspect_hooks, None, None)
-    try:
-        session.install()
+    with hooks(model, new_hooks):
         yield model
-    finally:
-        session.remove()
-        if previous:
-            model._inspect_hooks = previous
-        else:
-            vars(model).pop("_inspect_hooks", None)

@@ -39,6 +39,7 @@ from .checks import (
     check_token_ids,
     describe,
 )
+from .hooks import HookPoint
 from .layers import ACTIVATIONS, Dropout, Embedding, LayerNorm, Linear
 from .module import Module, Parameter, check_dtype, make_rng
 from .positional import POSITIONAL_ENCODINGS, RotaryPositionalEmbedding
@@ -141,12 +142,20 @@ class EmbeddingStem:
         positions: the positional encoding module, or None.
         dropout: the ``Dropout`` applied to the sum.
         scale: multiply the token vectors by ``sqrt(D)`` (``scale_embeddings``).
+        hook: the model's ``hook_embed``, a :class:`~tfscratch.hooks.HookPoint` the token
+            vectors pass through (a private one when not given).
     """
 
     def __init__(
-        self, tokens: Embedding, positions: Module | None, dropout: Dropout, scale: bool = False
+        self,
+        tokens: Embedding,
+        positions: Module | None,
+        dropout: Dropout,
+        scale: bool = False,
+        hook: HookPoint | None = None,
     ):
         self.tokens, self.positions, self.dropout = tokens, positions, dropout
+        self.hook = HookPoint() if hook is None else hook
         # "we multiply those weights by sqrt(d_model)" (Attention Is All You Need, 3.4)
         self.scale = float(np.sqrt(tokens.dim)) if scale else None
 
@@ -165,6 +174,7 @@ class EmbeddingStem:
         x = self.tokens(token_ids)
         if self.scale is not None:
             x = x * np.asarray(self.scale, dtype=x.dtype)
+        x = self.hook(x)
         if prefix is not None:
             x = np.concatenate([prefix, x], axis=1)
         if self.positions is not None:
@@ -184,7 +194,7 @@ class EmbeddingStem:
         grad = self.dropout.backward(grad)
         if self.positions is not None:
             grad = self.positions.backward(grad)  # x + P: dx = grad (and learned P gathers it)
-        token_grad = grad[:, prefix_length:]
+        token_grad = self.hook.backward(grad[:, prefix_length:])
         if self.scale is not None:
             token_grad = token_grad * np.asarray(self.scale, dtype=token_grad.dtype)
         self.tokens.backward(token_grad)
@@ -326,12 +336,14 @@ class DecoderLM(Module):
         config, rng = self.config, make_rng(seed)
         self.vocab_size, self.max_len, self.tie_weights = vocab_size, max_len, bool(tie_weights)
         self.tok_emb = Embedding(vocab_size, d_model, rng=rng, dtype=config["dtype"])
+        self.hook_embed = HookPoint()  # the token vectors (B, T, D)
         self.pos_emb = _make_positions(pos, max_len, d_model, rng, config["dtype"])
         self.rotary = _make_rotary(config, max_len)
         self.emb_dropout = Dropout(dropout, rng=rng)
         self._embed = EmbeddingStem(
-            self.tok_emb, self.pos_emb, self.emb_dropout, config["scale_embeddings"]
-        )
+            self.tok_emb, self.pos_emb, self.emb_dropout, config["scale_embeddings"],
+            self.hook_embed,
+        )  # fmt: skip
         self.blocks = [
             DecoderBlock(
                 d_model,
@@ -342,6 +354,8 @@ class DecoderLM(Module):
             for _ in range(n_layers)
         ]
         self.ln_f = _final_norm(config)
+        if self.ln_f is not None:
+            self.hook_normalized = HookPoint()  # the final norm's output (B, T, D)
         self.lm_head = (
             None
             if tie_weights
@@ -376,7 +390,7 @@ class DecoderLM(Module):
         for index, block in enumerate(self.blocks):
             x = block(x, kv_cache=kv_cache[index] if kv_cache else None)
         if self.ln_f is not None:
-            x = self.ln_f(x)
+            x = self.hook_normalized(self.ln_f(x))
         self.save_for_backward(h=x)
         return _vocab_logits(x, self.lm_head, self.tok_emb)
 
@@ -394,7 +408,7 @@ class DecoderLM(Module):
         _check_grad_logits(grad_logits, self._h.shape[:-1] + (self.vocab_size,))
         grad = _vocab_logits_backward(grad_logits, self._h, self.lm_head, self.tok_emb)
         if self.ln_f is not None:
-            grad = self.ln_f.backward(grad)
+            grad = self.ln_f.backward(self.hook_normalized.backward(grad))
         for block in reversed(self.blocks):
             grad = block.backward(grad)
         self._embed.backward(grad)

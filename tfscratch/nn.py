@@ -2,6 +2,7 @@
 
 from .attention import KVCache, MultiHeadAttention, merge_heads, split_heads
 from .blocks import DecoderBlock, EncoderBlock
+from .hooks import HookPoint
 from .layers import (
     GELU,
     Dropout,
@@ -29,6 +30,7 @@ __all__ = [
     "Embedding",
     "EncoderBlock",
     "FeedForward",
+    "HookPoint",
     "KVCache",
     "LayerNorm",
     "LearnedPositionalEmbedding",

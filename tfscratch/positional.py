@@ -26,6 +26,7 @@ from .checks import (
     check_number,
     check_positive_int,
 )
+from .hooks import HookPoint
 from .module import Module, Parameter, check_dtype, make_rng
 
 
@@ -69,6 +70,7 @@ class SinusoidalPositionalEncoding(Module):
         table = f"a position table of max_len={max_len} rows by d_model={d_model}"
         with allocating(table, 24 * max_len * d_model):  # float64 angles, table and a copy
             self._table = sinusoidal_table(max_len, d_model, check_dtype(dtype))
+        self.hook_pos_embed = HookPoint()  # the position vectors added (B, T, D)
 
     @property
     def table(self) -> np.ndarray:
@@ -91,10 +93,11 @@ class SinusoidalPositionalEncoding(Module):
         offset = check_int(offset, "offset", minimum=0)
         T = x.shape[1]
         check_length(T, self.max_len, offset=offset)
-        return x + self._table[offset : offset + T]
+        return x + self.hook_pos_embed(np.broadcast_to(self._table[offset : offset + T], x.shape))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """Args: grad_output: dL/dy ``(B, T, D)``. Returns: dL/dx, the same (``y = x + PE``)."""
+        self.hook_pos_embed.backward(grad_output)
         return grad_output
 
 
@@ -118,6 +121,7 @@ class LearnedPositionalEmbedding(Module):
             self.weight = Parameter(
                 rng.standard_normal((max_len, d_model)).astype(check_dtype(dtype))
             )
+        self.hook_pos_embed = HookPoint()  # the position vectors added (B, T, D)
 
     def forward(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
         """Add the positions' learned vectors.
@@ -134,7 +138,8 @@ class LearnedPositionalEmbedding(Module):
         T = x.shape[1]
         check_length(T, self.max_len, offset=offset)
         self.save_for_backward(span=(offset, offset + T))
-        return x + self.weight.data[offset : offset + T]
+        rows = self.weight.data[offset : offset + T]
+        return x + self.hook_pos_embed(np.broadcast_to(rows, x.shape))
 
     def backward(self, grad_output: np.ndarray) -> np.ndarray:
         """Each used position's row gets the gradient summed over the batch.
@@ -147,7 +152,7 @@ class LearnedPositionalEmbedding(Module):
         """
         self.check_ready_for_backward()
         start, stop = self._span
-        self.weight.grad[start:stop] += grad_output.sum(axis=0)
+        self.weight.grad[start:stop] += self.hook_pos_embed.backward(grad_output).sum(axis=0)
         return grad_output
 
 
