@@ -51,6 +51,50 @@ ARMS = {
 }
 
 
+def train_names_model(
+    vocab_size,
+    block_size,
+    train_xy,
+    seed,
+    *,
+    dropout,
+    weight_decay,
+    warmup=WARMUP,
+    run_steps=STEPS,
+    **train_options,
+):
+    """Notebook 07's names model and run (its 4,000-step warm-up + cosine schedule), for
+    ``run_steps`` steps of it: the recipe this script and ``warmup_runs.py`` share.
+
+    Returns:
+        ``(model, history)`` as ``tfscratch.train`` leaves them.
+    """
+    model = DecoderLM(
+        vocab_size,
+        d_model=64,
+        n_heads=4,
+        n_layers=2,
+        max_len=block_size,
+        dropout=dropout,
+        seed=seed,
+    )
+    optimizer = AdamW(model.parameters(), lr=PEAK_LR, weight_decay=weight_decay)
+    schedule = WarmupCosineSchedule(
+        optimizer, warmup_steps=warmup, total_steps=STEPS, min_lr=PEAK_LR / 10
+    )
+    history = train(
+        model,
+        optimizer,
+        trim_padding(infinite_batches(train_xy, BATCH_SIZE, seed=seed)),
+        run_steps,
+        schedule=schedule,
+        max_grad_norm=1.0,
+        progress=False,
+        **train_options,
+    )
+    return model, history
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -78,29 +122,15 @@ def main(argv=None) -> pd.DataFrame:
         for arm in args.arms:
             dropout, weight_decay = ARMS[arm]
             start = time.process_time()
-            model = DecoderLM(
+            model, history = train_names_model(
                 tokenizer.vocab_size,
-                d_model=64,
-                n_heads=4,
-                n_layers=2,
-                max_len=block_size,
+                block_size,
+                (X_train, Y_train),
+                seed,
                 dropout=dropout,
-                seed=seed,
-            )
-            optimizer = AdamW(model.parameters(), lr=PEAK_LR, weight_decay=weight_decay)
-            schedule = WarmupCosineSchedule(
-                optimizer, warmup_steps=WARMUP, total_steps=STEPS, min_lr=PEAK_LR / 10
-            )
-            history = train(
-                model,
-                optimizer,
-                trim_padding(infinite_batches((X_train, Y_train), BATCH_SIZE, seed=seed)),
-                STEPS,
-                schedule=schedule,
-                max_grad_norm=1.0,
+                weight_decay=weight_decay,
                 val_batches=val_batches,
                 eval_every=500,
-                progress=False,
             )
             val_loss, train_loss = evaluate(model, val_batches), evaluate(model, train_sample)
             rows.append(

@@ -24,14 +24,13 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from regularisation_runs import train_names_model  # the notebook's recipe, shared
 
-from tfscratch import DecoderLM
-from tfscratch.batching import batches, infinite_batches, lm_examples, trim_padding
+from tfscratch.batching import batches, lm_examples, trim_padding
 from tfscratch.data import load_names, train_val_test_split
-from tfscratch.optim import AdamW, WarmupCosineSchedule
 from tfscratch.stats import paired_difference, summarize
 from tfscratch.tokenizers import CharTokenizer
-from tfscratch.train import evaluate, train
+from tfscratch.train import evaluate
 
 OUT = Path(__file__).resolve().parent.parent / "tfscratch" / "assets" / "warmup_runs.csv"
 # The notebook's recipe (section 7 of 07_training.ipynb): keep the two in step.
@@ -56,27 +55,15 @@ def main(argv=None) -> pd.DataFrame:
     for seed in args.seeds:
         for arm, warmup in ARMS.items():
             start = time.process_time()
-            model = DecoderLM(
+            model, history = train_names_model(
                 tokenizer.vocab_size,
-                d_model=64,
-                n_heads=4,
-                n_layers=2,
-                max_len=block_size,
+                block_size,
+                (X_train, Y_train),
+                seed,
                 dropout=DROPOUT,
-                seed=seed,
-            )
-            optimizer = AdamW(model.parameters(), lr=PEAK_LR, weight_decay=WEIGHT_DECAY)
-            schedule = WarmupCosineSchedule(
-                optimizer, warmup_steps=warmup, total_steps=STEPS, min_lr=PEAK_LR / 10
-            )
-            history = train(
-                model,
-                optimizer,
-                trim_padding(infinite_batches((X_train, Y_train), BATCH_SIZE, seed=seed)),
-                RUN_STEPS,
-                schedule=schedule,
-                max_grad_norm=1.0,
-                progress=False,
+                weight_decay=WEIGHT_DECAY,
+                warmup=warmup,
+                run_steps=RUN_STEPS,
             )
             early = history.iloc[:EARLY]
             rows.append(
