@@ -208,3 +208,12 @@ def median(values) -> float:
 def milliseconds(seconds: float) -> str:
     """Seconds as a string of milliseconds with two decimals."""
     return f"{seconds * 1e3:.2f}"
+
+
+def write_runs(table, out: Path, **to_csv_options):
+    """Write a table of runs (a ``pandas.DataFrame``) to the CSV ``out`` (its folder made if
+    needed), say so, and return the table: the runs scripts' last step."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False, **to_csv_options)
+    print(f"\nwrote {out}\n")
+    return table

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import nbformat
 import pandas as pd
+from _common import write_runs
 
 from tfscratch.stats import paired_difference, summarize
 
@@ -149,10 +150,7 @@ def main(argv=None) -> pd.DataFrame:
                 f"{arch}, seed {seed}: {curve[STEPS]:.4f} after {STEPS} steps, "
                 f"{final_all:.4f} on all validation names ({cpu_s} CPU-s)"
             )
-    table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
-    print(f"\nwrote {args.out}\n")
+    table = write_runs(pd.DataFrame(rows), args.out)
     report(table)
     return table
 

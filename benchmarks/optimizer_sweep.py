@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import write_runs
 
 from tfscratch import DecoderLM
 from tfscratch.nn import CrossEntropyLoss
@@ -79,9 +80,7 @@ def main(argv=None) -> pd.DataFrame:
                 )
                 print(rows[-1], flush=True)
     table = pd.DataFrame(rows).astype({"first_below_0.01": "Int64"})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False, float_format="%.6g")
-    print(f"\nwrote {args.out}\n")
+    write_runs(table, args.out, float_format="%.6g")
     print(table.groupby(["optimizer", "lr"], sort=False)["first_below_0.01"].describe())
     return table
 

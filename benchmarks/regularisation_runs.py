@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from _common import write_runs
 
 from tfscratch import DecoderLM
 from tfscratch.batching import batches, infinite_batches, lm_examples, trim_padding
@@ -148,10 +149,7 @@ def main(argv=None) -> pd.DataFrame:
                 }
             )
             print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
-    print(f"\nwrote {args.out}\n")
+    table = write_runs(pd.DataFrame(rows), args.out)
     report(table)
     return table
 

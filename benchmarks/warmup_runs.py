@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from _common import write_runs
 from regularisation_runs import train_names_model  # the notebook's recipe, shared
 
 from tfscratch.batching import batches, lm_examples, trim_padding
@@ -78,10 +79,7 @@ def main(argv=None) -> pd.DataFrame:
                 }
             )
             print(rows[-1], flush=True)
-    table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
-    print(f"\nwrote {args.out}\n")
+    table = write_runs(pd.DataFrame(rows), args.out)
     by_arm = {arm: part.sort_values("seed") for arm, part in table.groupby("arm", sort=False)}
     for arm, part in by_arm.items():
         print(f"{arm:>10}: val at {RUN_STEPS} {summarize(part['val_loss_500'])}")
