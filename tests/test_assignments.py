@@ -12,6 +12,7 @@ up to minutes each) under the `grading` marker, by `make test-grading`.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -334,6 +335,59 @@ def test_student_version_keeps_each_exercise_scaffold(graded_course):
                 if line.strip() and indent > 0 and len(line) - len(line.lstrip()) >= indent
             ]
             assert not dead, f"{grade_id}: code after the stub that never runs: {dead}"
+
+
+def names_read_and_defined(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell reads without defining them itself, and the names it defines at top level."""
+    tree = ast.parse(
+        "\n".join(line for line in source.splitlines() if not line.startswith(("%", "!")))
+    )
+    stored = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    stored |= {
+        a.arg
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.Lambda)
+        for a in n.args.args
+    }
+    stored |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    stored |= {
+        (a.asname or a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        for a in n.names
+    }
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return read - stored, stored
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if has_exercises(p)], ids=lambda p: p.name[:2]
+)
+def test_graded_checks_need_nothing_a_training_or_timing_cell_made(path):
+    """A slow or timed-out cell costs no marks: checks read nothing a long-running cell defined.
+
+    Cells whose output rests on long floating-point chains (training, timing, sampling) carry
+    the tag `nbval-ignore-output`; under load, autograding can time such a cell out, and a
+    check that read its result would fail a correct answer.
+    """
+    made_by_long_cell: dict[str, int] = {}
+    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type != "code":
+            continue
+        read, defined = names_read_and_defined(cell.source)
+        if nbgrader_role(cell) == "check":
+            needed = sorted(name for name in read if name in made_by_long_cell)
+            assert not needed, f"{cell.metadata['nbgrader']['grade_id']} reads " + ", ".join(
+                f"{name} (from cell {made_by_long_cell[name]})" for name in needed
+            )
+        long_cell = "nbval-ignore-output" in cell.metadata.get("tags", [])
+        for name in defined:
+            if long_cell:
+                made_by_long_cell[name] = index
+            else:
+                made_by_long_cell.pop(name, None)
 
 
 def test_every_notebook_with_exercises_is_graded():
