@@ -2,10 +2,10 @@
 
 A layer keeps what its forward needs on ``self``; ``module(x)`` also keeps a record per call,
 so these habits of a learner give the right gradient or a clear error, never a wrong gradient:
-a layer used twice in one forward, a block used twice in a stack, a forward under
-``no_grad()`` between a forward and its backward, a subclass whose backward calls
-``super().backward``; and a second backward, a second forward before the backward, a layer
-called on its own between its model's forward and backward, each raise.
+a layer used twice in one forward, a block used twice in a stack, a subclass whose backward
+calls ``super().backward``; and a second backward, a second forward before the backward, a
+forward under ``no_grad()`` before the backward, a layer called on its own between its
+model's forward and backward, each raise.
 """
 
 import numpy as np
@@ -104,16 +104,45 @@ def test_a_subclass_backward_calling_super_runs_on_its_own_forward():
     assert gradcheck(layer, X.copy()) < 1e-7
 
 
-def test_a_no_grad_forward_between_forward_and_backward_changes_nothing():
-    model, reference = _lm(), _lm()
-    tokens, other = _tokens(0), _tokens(1)
-    logits = model(tokens)
+@pytest.mark.parametrize("kind", ["model", "learners layer"])
+def test_a_backward_after_a_no_grad_forward_raises_then_a_fresh_forward_works(kind):
+    """The reviewer's case: a forward, the same (or another) forward inside no_grad(), then
+    backward. The backward cannot be for the no_grad forward (it kept nothing), and going
+    back through the older one would give the learner another forward's gradient: it raises,
+    touching no gradient, and keeps raising until a forward outside no_grad() runs."""
+    make, inputs = {"model": (_lm, _tokens(0)), "learners layer": (SquareTwice, X.copy())}[kind]
+    model, reference = make(), make()
+    output = model(inputs)
     with tfscratch.no_grad():
-        model(other)  # a look at another batch, kept for no backward
-    model.backward(np.ones_like(logits))
-    reference.backward(np.ones_like(reference(tokens)))
-    for (name, p), q in zip(model.named_parameters().items(), reference.parameters(), strict=True):
-        np.testing.assert_array_equal(p.grad, q.grad, err_msg=name)
+        model(inputs)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="inside no_grad"):
+            model.backward(np.ones_like(output))
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+    model(inputs)
+    grad_input = model.backward(np.ones_like(output))
+    expected = reference.backward(np.ones_like(reference(inputs)))
+    if grad_input is not None:
+        np.testing.assert_array_equal(grad_input, expected)
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        np.testing.assert_array_equal(p.grad, q.grad)
+
+
+def test_a_layer_looked_at_inside_no_grad_stops_its_models_backward():
+    model = _lm()
+    logits = model(_tokens(0))
+    with tfscratch.no_grad():
+        model.blocks[1].attn(np.zeros((2, 6, 8)))  # a look inside, kept for no backward
+    with pytest.raises(RuntimeError, match="inside no_grad"):
+        model.backward(np.ones_like(logits))
+
+
+def test_a_no_grad_forward_drops_what_earlier_forwards_kept():
+    model = _lm()
+    model(_tokens(0))
+    with tfscratch.no_grad():
+        model(_tokens(1))
+    assert all(not m._records.kept for m in model.modules())
 
 
 def test_a_second_backward_raises():

@@ -255,14 +255,14 @@ def test_a_forward_inside_no_grad_keeps_nothing_for_backward(kind):
     inputs = {
         "seq2seq": (np.ones((2, 4), dtype=int), np.ones((2, 3), dtype=int)),
     }.get(kind, (np.ones((2, 4), dtype=int),))
-    model(*inputs)
+    trained_output = model(*inputs)
     assert len(_cache_arrays(model)) > len(buffers)  # a training forward keeps caches
     with tfscratch.no_grad():
         model(*inputs)
     assert _cache_arrays(model) == buffers  # and no_grad dropped them all from the layers
-    # (a backward now runs on the earlier training forward's record, as a PyTorch graph of
-    # an earlier output would: tests/test_forward_records.py). With no training forward at
-    # all, there is nothing to go back through:
+    with pytest.raises(RuntimeError, match="no_grad"):  # nor the earlier forward's records
+        model.backward(np.ones_like(trained_output))
+    # With no training forward at all, there is nothing to go back through either:
     fresh = _all_models()[kind]
     with tfscratch.no_grad():
         logits = fresh(*inputs)

@@ -27,7 +27,10 @@ of the forward it belongs to:
   output only belongs to the newest forward;
 * the same holds for a layer of a model called on its own, on other values, between the
   model's forward and its backward (a look inside): the model's backward raises when it
-  reaches that layer with a gradient that fits both.
+  reaches that layer with a gradient that fits both;
+* a forward inside ``no_grad()`` keeps nothing and drops what earlier forwards kept, so a
+  backward after it raises (it cannot be for the newest forward, and going back through an
+  older one could be silently wrong).
 
 ``with no_grad():`` (as PyTorch's ``torch.no_grad``) runs forwards that keep nothing for a
 backward: generation, translation and evaluation use it, so they hold no memory for a
@@ -192,6 +195,9 @@ class _Records:
             records it dropped (here or in a module under it), the output shapes of this
             module's own dropped forwards: a backward might be meant for one of them.
         spent: the last kept forward has had its backward.
+        after_no_grad: the last call made at the top of this module (or of a model holding
+            it) ran inside ``no_grad()``: it kept nothing, and the forwards before it were
+            dropped, so a backward now raises instead of going back through an older one.
         in_backward: the module's backward is running (a subclass's ``super().backward``
             then runs on the same record).
     """
@@ -202,6 +208,7 @@ class _Records:
         self.replaced: list[tuple] = []
         self.spent = False
         self.in_backward = False
+        self.after_no_grad = False
 
 
 def is_grad_enabled() -> bool:
@@ -280,8 +287,8 @@ class Module:
         if records is not None and not records.in_backward:
             if records.filling is not None:
                 records.filling[name] = value  # what this call's forward kept
-            else:
-                records.spent = False  # a direct .forward() keeping a new cache
+            elif _grad_mode.enabled:
+                records.spent = records.after_no_grad = False  # a direct .forward() keeping a cache
 
     def __init_subclass__(cls, **kwargs):
         """Each layer's own ``backward`` first puts back what its forward kept (below)."""
@@ -298,8 +305,15 @@ class Module:
         top (not from inside another module's forward) first drops the records of forwards
         whose backward never came, in this module and every module under it."""
         if not _grad_mode.enabled:
-            output = self.forward(*inputs, **options)
+            at_the_top = _depth.forward == 0
+            _depth.forward += 1
+            try:
+                output = self.forward(*inputs, **options)
+            finally:
+                _depth.forward -= 1
             self._ready_for_backward = False
+            if at_the_top:
+                self._keep_nothing_after_no_grad()
             return output
         records = vars(self).get("_records")
         if records is None:
@@ -329,7 +343,25 @@ class Module:
             records = vars(module).get("_records")
             if records is not None:
                 dropped[module], records.kept, records.replaced = records.kept, [], []
+                records.after_no_grad = False
         return dropped
+
+    def _keep_nothing_after_no_grad(self) -> None:
+        """After a call made at the top inside ``no_grad()``: drop what earlier forwards kept,
+        here and in every module under it, and mark them so that a backward raises (the
+        learner's backward is meant for the newest forward, which kept nothing; going back
+        through an older one would be silently wrong). A model called again and again inside
+        ``no_grad()`` (generation) walks its modules only the first time."""
+        records = vars(self).get("_records")
+        if records is not None and records.after_no_grad and not records.kept:
+            return
+        for module in self.modules():
+            records = vars(module).get("_records")
+            if records is None:
+                records = module._records = _Records()
+            records.kept.clear()
+            records.replaced = []
+            records.after_no_grad = True
 
     def forget_forwards(self) -> None:
         """Drop what earlier forwards kept for a backward that will not come, here and in
@@ -350,6 +382,12 @@ class Module:
         """
         records = self._records
         name = type(self).__name__
+        if records.after_no_grad:
+            raise RuntimeError(
+                f"{name}.backward: the last forward ran inside no_grad(), which keeps nothing "
+                "for a backward (and drops what earlier forwards kept); run the forward whose "
+                "loss you differentiate again, outside `with no_grad():`, right before backward"
+            )
         if records.replaced:
             shape = np.shape(grads[0]) if grads else None
             fits = [old for old in records.replaced if shape is None or old == shape]
