@@ -7,7 +7,8 @@ Sub-modules: ``tfscratch.functional``, ``tfscratch.nn``, ``tfscratch.optim``,
 (the data sets), ``tfscratch.batching`` (padding and batches), ``tfscratch.tokenizers``,
 ``tfscratch.train``, ``tfscratch.progress``, ``tfscratch.viz``, ``tfscratch.widgets``,
 ``tfscratch.timing``, ``tfscratch.baselines``, ``tfscratch.inspect`` (activations, hooks
-and their gradients, notebook 15), and ``tfscratch.tiled_attention`` (a teaching
+and their gradients, notebook 15), ``tfscratch.doctor`` (``tfscratch.diagnose``, notebook 16), ``tfscratch.bugs`` (its zoo
+of planted bugs), and ``tfscratch.tiled_attention`` (a teaching
 module of notebook 13, not used by the models).
 
 The numerical core imports only NumPy. The sub-modules that need pandas, matplotlib, tqdm
@@ -30,7 +31,9 @@ __version__ = "0.1.0"
 _LAZY_SUBMODULES = {
     "baselines",
     "batching",
+    "bugs",
     "data",
+    "doctor",
     "inspect",
     "pretrained",
     "progress",
@@ -45,6 +48,8 @@ _LAZY_SUBMODULES = {
 
 
 def __getattr__(name: str):
+    if name == "diagnose":  # tfscratch.doctor.diagnose; imported on first use (pandas)
+        return importlib.import_module(".doctor", __name__).diagnose
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tfscratch' has no attribute {name!r}")
