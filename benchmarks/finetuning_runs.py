@@ -20,7 +20,7 @@ parameters and the bytes of AdamW's state (its ``m`` and ``v``, built over the t
 parameters only). The CSV is ``tfscratch/assets/finetuning_runs.csv``; the notebook re-runs
 seed 0 of two methods itself and checks they match the stored rows.
 
-Usage (the machine is shared: one BLAS thread, low priority; about 7 CPU-minutes for 5 seeds)::
+Usage (the machine is shared: one BLAS thread, low priority; about 5 CPU-minutes for 8 seeds)::
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/finetuning_runs.py
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/finetuning_runs.py \

@@ -36,6 +36,7 @@ COURSE = [
     "13_tiled_attention.ipynb",
     "14_gpt_in_one_page.ipynb",
     "15_inside_the_model.ipynb",
+    "17_finetuning_and_lora.ipynb",
 ]
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}
 # What ipykernel reports about any Python 3 kernel: the same on every machine. Its `version`
