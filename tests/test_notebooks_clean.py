@@ -37,6 +37,7 @@ COURSE = [
     "14_gpt_in_one_page.ipynb",
     "15_inside_the_model.ipynb",
     "16_when_it_goes_wrong.ipynb",
+    "17_finetuning_and_lora.ipynb",
 ]
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}
 # What ipykernel reports about any Python 3 kernel: the same on every machine. Its `version`

@@ -95,8 +95,12 @@ def project_together(x: np.ndarray, linears: tuple[Linear, ...]) -> list[np.ndar
         linears: the ``Linear`` maps (all with or all without bias).
 
     Returns:
-        one ``(B, T, d_out)`` array per map, in order (views of one result).
+        one ``(B, T, d_out)`` array per map, in order (views of one result). When a map is
+        not a plain ``Linear`` (a ``LoRALinear`` of notebook 17), each map is called on its
+        own instead, and :func:`project_together_backward` calls each one's backward.
     """
+    if not _all_plain(linears):
+        return [linear(x) for linear in linears]
     for linear in linears:
         linear.save_for_backward(x=x)
     weight = np.concatenate([linear.weight.data for linear in linears], axis=1)
@@ -127,6 +131,8 @@ def project_together_backward(
     Returns:
         ``dx = sum_i dy_i W_i^T`` ``(B, T, D)`` (one matmul).
     """
+    if not _all_plain(linears):
+        return sum(linear.backward(grad) for linear, grad in zip(linears, grads, strict=True))
     dy = np.concatenate(grads, axis=-1).reshape(-1, sum(g.shape[-1] for g in grads))
     d_weight = x.reshape(-1, x.shape[-1]).T @ dy  # (D, sum of d_out)
     parts = np.cumsum([g.shape[-1] for g in grads])[:-1]
@@ -137,6 +143,12 @@ def project_together_backward(
             linear.bias.grad += d_b
     weight = np.concatenate([linear.weight.data for linear in linears], axis=1)
     return (dy @ weight.T).reshape(x.shape)
+
+
+def _all_plain(linears) -> bool:
+    """Whether every map is a plain ``Linear`` (not a subclass or a wrapper), so the fused
+    matmul computes what each map's own forward would."""
+    return all(type(linear) is Linear for linear in linears)
 
 
 class KVCache:
@@ -343,7 +355,7 @@ class MultiHeadAttention(Module):
         """
         self.check_ready_for_backward()
         B, _, T_q, _ = self._q.shape
-        self.check_grad_shape(grad_output, (B, T_q, self.out_proj.weight.shape[1]))
+        self.check_grad_shape(grad_output, (B, T_q, self.out_proj.d_out))
         if self._kv_cache is not None:
             raise RuntimeError(
                 "backward after a forward with kv_cache is not supported: the cache is for "

@@ -59,7 +59,8 @@ def gradcheck(
             gradient(s).
         inputs: arrays passed positionally to ``fn``. Float arrays are checked; integer
             ones (token ids) are passed through.
-        params: ``{name: Parameter}`` to check (default: the module's ``named_parameters()``).
+        params: ``{name: Parameter}`` to check (default: the module's ``named_parameters()``
+            that are not frozen; a frozen one passed here is refused with a ``ValueError``).
         kwargs: keyword options for the forward (masks, ...).
         max_coords: coordinates sampled per tensor (None: every coordinate).
         return_errors: also return ``{tensor name: error}``.
@@ -70,11 +71,18 @@ def gradcheck(
     kwargs = kwargs or {}
     if isinstance(fn, Module):
         forward, backward = fn, backward or fn.backward  # fn(x): calls forward, records it
-        params = fn.named_parameters() if params is None else params
+        if params is None:  # frozen parameters receive no gradient: nothing to check
+            params = {n: p for n, p in fn.named_parameters().items() if p.requires_grad}
     else:
         forward, params = fn, params or {}
         if backward is None:
             raise TypeError("gradcheck of a plain function needs backward=...")
+    frozen = [name for name, parameter in params.items() if not parameter.requires_grad]
+    if frozen:
+        raise ValueError(
+            f"params holds frozen parameters {frozen} (requires_grad=False): they receive no "
+            "gradient, so there is nothing to check; unfreeze them or leave them out"
+        )
     rng = np.random.default_rng(seed)
     inputs = list(inputs)
     for index, array in enumerate(inputs):

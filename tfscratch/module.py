@@ -100,20 +100,43 @@ class Parameter:
             with the parameter's own dtype; an array of another shape raises ``ValueError``.
         grad: same shape and dtype as ``data``; ``backward`` passes add into it and
             ``zero_grad`` resets it. Assigning works as for ``data`` (None means zeros).
+        requires_grad: True (the default) for a parameter that trains. A *frozen* parameter
+            (False, as ``Module.freeze()`` sets it) receives no gradient: its ``grad`` reads
+            as zeros of its shape and dtype, and whatever a backward adds to it (``p.grad +=
+            g``) or assigns to it is discarded (shapes are still checked), so
+            ``clip_grad_norm`` and a hand-written ``p.data -= lr * p.grad`` leave it as it is;
+            every optimiser skips it. Freezing sets the stored gradient to zeros, so a
+            parameter unfrozen later starts from a zero gradient. Its values are still part of
+            ``state_dict`` and ``load_state_dict``. (PyTorch's frozen ``.grad`` is ``None``;
+            here it is zeros, so code that reads ``p.grad`` never needs a special case.)
 
     The forward of every layer reads ``parameter.data`` at the time it runs, so whatever
     you assign is what the model computes with.
 
     Args:
         data: the initial values, a float array (copied).
+        requires_grad: False to create it frozen.
     """
 
-    def __init__(self, data: np.ndarray):
+    def __init__(self, data: np.ndarray, requires_grad: bool = True):
         data = np.asarray(data)
         if not np.issubdtype(data.dtype, np.floating):
             raise TypeError(f"Parameter data must be a float array, got dtype {data.dtype}")
         self._data = np.array(data, order="C")  # a copy this parameter owns
         self._grad = np.zeros_like(self._data)
+        self.requires_grad = requires_grad
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be True or False, got {value!r}")
+        self._requires_grad = bool(value)
+        if not value:
+            self._grad[...] = 0  # a frozen parameter holds no gradient
 
     @property
     def data(self) -> np.ndarray:
@@ -126,12 +149,17 @@ class Parameter:
 
     @property
     def grad(self) -> np.ndarray:
+        if not self._requires_grad:  # frozen: a fresh zero array, so `+=` into it is discarded
+            return np.zeros_like(self._data)
         return self._grad
 
     @grad.setter
     def grad(self, value) -> None:
         if value is None:  # as PyTorch's `p.grad = None`: start again from zero
             value = np.zeros_like(self._data)
+        if not self._requires_grad:  # frozen: check the shape, keep nothing
+            self._own_copy(value, "grad")
+            return
         if value is not self._grad:  # `p.grad += g` adds in place, then lands here
             self._grad = self._own_copy(value, "grad")
 
@@ -157,7 +185,8 @@ class Parameter:
         self._grad[...] = 0
 
     def __repr__(self) -> str:
-        return f"Parameter(shape={self._data.shape}, dtype={self._data.dtype})"
+        frozen = "" if self._requires_grad else ", requires_grad=False"
+        return f"Parameter(shape={self._data.shape}, dtype={self._data.dtype}{frozen})"
 
 
 # --- no_grad: forwards that keep nothing for a backward ---------------------------------------
@@ -540,9 +569,35 @@ class Module:
         for _, child in self.named_children():
             yield from child.modules()
 
-    def num_parameters(self) -> int:
-        """The number of trainable numbers (a tied weight counted once)."""
-        return int(sum(p.data.size for p in self.parameters()))
+    def trainable_parameters(self) -> dict[str, Parameter]:
+        """The parameters that are not frozen (``requires_grad`` True), by dotted name: what
+        to give an optimiser after :meth:`freeze` (its state then holds nothing for the
+        frozen ones)."""
+        return {name: p for name, p in self.named_parameters().items() if p.requires_grad}
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """The number of parameter values (a tied weight counted once).
+
+        Args:
+            trainable_only: count only the parameters that are not frozen.
+        """
+        params = self.trainable_parameters().values() if trainable_only else self.parameters()
+        return int(sum(p.data.size for p in params))
+
+    def freeze(self) -> Module:
+        """Freeze every parameter of this module and the modules under it
+        (``requires_grad = False``): they receive no gradient and no optimiser changes them
+        (see :class:`Parameter`). Returns self."""
+        for parameter in self.parameters():
+            parameter.requires_grad = False
+        return self
+
+    def unfreeze(self) -> Module:
+        """Undo :meth:`freeze`: every parameter here trains again, from a zero gradient.
+        Returns self."""
+        for parameter in self.parameters():
+            parameter.requires_grad = True
+        return self
 
     def zero_grad(self) -> None:
         """Set every parameter's ``grad`` to zeros (backward passes accumulate into it)."""
@@ -569,7 +624,8 @@ class Module:
 
     # --- weights in and out -----------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter's values, keyed by dotted name."""
+        """A copy of every parameter's values, keyed by dotted name (frozen ones included:
+        whether a parameter is frozen is not part of the state)."""
         return {name: p.data.copy() for name, p in self.named_parameters().items()}
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:

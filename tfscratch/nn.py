@@ -14,6 +14,7 @@ from .layers import (
     RMSNorm,
     SiLU,
 )
+from .lora import LoRALinear, add_lora, merge_lora
 from .loss import CrossEntropyLoss
 from .module import Module, Parameter
 from .positional import (
@@ -35,6 +36,7 @@ __all__ = [
     "LayerNorm",
     "LearnedPositionalEmbedding",
     "Linear",
+    "LoRALinear",
     "Module",
     "MultiHeadAttention",
     "Parameter",
@@ -43,6 +45,8 @@ __all__ = [
     "RotaryPositionalEmbedding",
     "SiLU",
     "SinusoidalPositionalEncoding",
+    "add_lora",
     "merge_heads",
+    "merge_lora",
     "split_heads",
 ]

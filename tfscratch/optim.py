@@ -91,6 +91,11 @@ class Optimizer:
         lr: learning rate, ``>= 0``. A plain attribute afterwards: ``step()`` reads it every
             time, so a schedule (or you) may change it between steps.
 
+    A frozen parameter (``requires_grad`` False, see ``Module.freeze``) is skipped by every
+    ``step()``: its values and its state (momentum, ``m``, ``v``) stay as they are, also under
+    weight decay. Pass ``model.trainable_parameters()`` rather than all parameters so the
+    optimiser holds no state for the frozen ones.
+
     Attributes:
         t: number of ``step()`` calls so far (the ``t`` of Adam's bias correction).
         buffers: per-parameter state, ``{"m": {name: array}, ...}``; empty for plain SGD.
@@ -223,6 +228,8 @@ class SGD(Optimizer):
         self.t += 1
         lr, momentum, weight_decay = self.lr, self.momentum, self.weight_decay
         for name, p in self.named_params.items():
+            if not p.requires_grad:  # frozen: left as it is
+                continue
             (scratch,) = self._scratch[name]
             g = p.grad
             if weight_decay:
@@ -313,6 +320,8 @@ class Adam(Optimizer):
         step_size = lr / (1.0 - beta1**self.t)
         bias_correction2_sqrt = math.sqrt(1.0 - beta2**self.t)
         for name, p in self.named_params.items():
+            if not p.requires_grad:  # frozen: left as it is
+                continue
             scratch = self._scratch[name]
             work = scratch[-1]  # AdamW has a single view: it never needs scratch[0] for g
             m, v = self.buffers["m"][name], self.buffers["v"][name]
