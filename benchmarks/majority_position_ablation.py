@@ -3,7 +3,7 @@
 Notebook 10 (sections 7-8) trains mean-pooling ``EncoderClassifier``s on the harder majority
 task (8 letters, 16 tokens, 4000 training sequences, 2000 unseen test sequences) with
 learned, sinusoidal or no positions, token vectors scaled by sqrt(d) or not, over ten seeds
-each, and one more arm ("arm B": sinusoidal positions, ``scale_embeddings=True``, but the token
+each, and one more arm (the "started-small" arm: sinusoidal positions, ``scale_embeddings=True``, but the token
 table drawn as the unscaled model's and divided by sqrt(d), so the model starts exactly as the
 unscaled one). This script runs the same recipe (the same data, model, Adam, warm-up + cosine,
 batch order and seeds) for seeds 0-19 and writes one row per run to
@@ -17,6 +17,13 @@ Usage (one BLAS thread: the machine is shared; about 2 s per run, 140 runs)::
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/majority_position_ablation.py
     .venv/bin/python benchmarks/majority_position_ablation.py --from-csv   # the tables only
+
+``--unclipped`` runs the clipping control instead: the started-small arm and the scaled
+sinusoidal arm again, seeds 0-19, with the same recipe but no gradient clipping
+(``max_grad_norm=None``), and writes them to ``majority_position_unclipped.csv`` beside the main
+table (which it leaves untouched), with each trained model's mean token-vector norm::
+
+    OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/majority_position_ablation.py --unclipped
 
 The results are in ``benchmarks/README.md``.
 """
@@ -39,15 +46,18 @@ ENCODINGS = ("learned", "sinusoidal", "none")
 OUT = (
     Path(__file__).resolve().parents[1] / "tfscratch" / "assets" / "majority_position_ablation.csv"
 )
-# (positions, scale_embeddings, tokens_started_small): the six arms of the 2 x 3 design, and arm B
+# (positions, scale_embeddings, tokens_started_small): the six arms of the 2 x 3 design, and the started-small arm
 ARMS = [(pos, scaled, False) for scaled in (True, False) for pos in ENCODINGS]
 ARMS.append(("sinusoidal", True, True))
+UNCLIPPED_OUT = OUT.with_name("majority_position_unclipped.csv")
+# the clipping control: the started-small arm and the scaled sinusoidal arm, without clipping
+UNCLIPPED_ARMS = [("sinusoidal", True, True), ("sinusoidal", True, False)]
 
 
 def make_classifier(pos: str, scaled: bool, seed: int, small: bool = False):
     """The notebook's ``make_classifier("mean", pos=pos, vocab=8, seed=seed)``.
 
-    With ``small=True`` (arm B), the scaled model's token table is the unscaled model's of the
+    With ``small=True`` (the started-small arm), the scaled model's token table is the unscaled model's of the
     same seed divided by sqrt(d): ``sqrt(d) E`` starts as the unscaled ``E``.
     """
     model = tfscratch.EncoderClassifier(
@@ -60,13 +70,14 @@ def make_classifier(pos: str, scaled: bool, seed: int, small: bool = False):
     return model
 
 
-def fit(model, train_set, seed: int) -> None:
-    """The notebook's ``fit``: Adam 3e-3, 30 warm-up steps then cosine, batches of 64, clip 1."""
+def fit(model, train_set, seed: int, max_grad_norm: float | None = 1.0) -> None:
+    """The notebook's ``fit``: Adam 3e-3, 30 warm-up steps then cosine, batches of 64, clip 1
+    (``max_grad_norm=None``: no clipping, the control)."""
     optimizer = optim.Adam(model.parameters(), lr=3e-3)
     schedule = optim.WarmupCosineSchedule(optimizer, warmup_steps=30, total_steps=STEPS)
     train(
         model, optimizer, batching.infinite_batches(train_set, 64, seed=seed), STEPS,
-        task=ClassificationTask(), schedule=schedule, max_grad_norm=1.0, progress=False,
+        task=ClassificationTask(), schedule=schedule, max_grad_norm=max_grad_norm, progress=False,
     )  # fmt: skip
 
 
@@ -86,7 +97,7 @@ def margins(X: np.ndarray) -> np.ndarray:
 def arm_name(arm: tuple[str, bool, bool]) -> str:
     positions, scaled, small = arm
     if small:
-        return "arm B (sinusoidal, x sqrt(d), started small)"
+        return "started small (sinusoidal, x sqrt(d))"
     return f"{positions} ({'x sqrt(d)' if scaled else 'unscaled'})"
 
 
@@ -116,6 +127,88 @@ def run(seeds: int, out: Path) -> None:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def run_unclipped(seeds: int, out: Path) -> None:
+    """The clipping control: ``UNCLIPPED_ARMS`` trained without clipping, one row per run."""
+    X_train, y_train = data.majority_dataset(4000, seq_len=SEQ_LEN, vocab=VOCAB, seed=0)
+    X_test, y_test = data.majority_dataset(2000, seq_len=SEQ_LEN, vocab=VOCAB, seed=1)
+    test_margins = margins(X_test)
+    rows = []
+    start = time.process_time()
+    for pos, scaled, small in UNCLIPPED_ARMS:
+        for seed in range(seeds):
+            model = make_classifier(pos, scaled, seed, small)
+            fit(model, (X_train, y_train), seed, max_grad_norm=None)
+            wrong = predict(model, X_test) != y_test
+            tokens = model.tok_emb.weight.data * (np.sqrt(D_MODEL) if scaled else 1)
+            rows.append({
+                "positions": pos, "scale_embeddings": scaled, "tokens_started_small": small,
+                "max_grad_norm": "none", "seed": seed, "test_accuracy": 1 - wrong.mean(),
+                "errors": int(wrong.sum()),
+                "errors_margin_0": int(wrong[test_margins == 0].sum()),
+                "errors_margin_1": int(wrong[test_margins == 1].sum()),
+                "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
+                "token_vector_norm": round(float(np.linalg.norm(tokens, axis=-1).mean()), 4),
+            })  # fmt: skip
+            print(f"{arm_name((pos, scaled, small)):>45} seed {seed:2}, no clipping: accuracy "
+                  f"{rows[-1]['test_accuracy']:.4f}", flush=True)  # fmt: skip
+    print(f"{len(rows)} runs, {time.process_time() - start:.0f} CPU seconds")
+    with out.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def report_unclipped(path: Path, clipped_path: Path) -> None:
+    """Print the control: each unclipped arm, and the paired differences it is read by."""
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    with clipped_path.open(newline="") as file:
+        clipped_rows = list(csv.DictReader(file))
+    n_seeds = 1 + max(int(r["seed"]) for r in rows)
+    halves = {"seeds 0-9": range(10), f"seeds 10-{n_seeds - 1}": range(10, n_seeds),
+              f"seeds 0-{n_seeds - 1}": range(n_seeds)}  # fmt: skip
+
+    def rates(table, arm, seeds):
+        pos, scaled, small = arm
+        by_seed = {
+            int(r["seed"]): 100 * int(r["errors"]) / 2000
+            for r in table
+            if (r["positions"], r["scale_embeddings"], r["tokens_started_small"])
+            == (pos, str(scaled), str(small))
+        }
+        return np.array([by_seed[seed] for seed in seeds])
+
+    small, scaled = UNCLIPPED_ARMS
+    differences = {
+        "started small - scaled sinusoidal, no clipping": lambda s: (
+            rates(rows, small, s), rates(rows, scaled, s)),
+        "started small - scaled sinusoidal, clipped at 1": lambda s: (
+            rates(clipped_rows, small, s), rates(clipped_rows, scaled, s)),
+        "started small: no clipping - clipped": lambda s: (
+            rates(rows, small, s), rates(clipped_rows, small, s)),
+        "scaled sinusoidal: no clipping - clipped": lambda s: (
+            rates(rows, scaled, s), rates(clipped_rows, scaled, s)),
+    }  # fmt: skip
+    print("\nno clipping: test error rate (%), mean ± SE [95% interval] over the seeds\n")
+    for arm in UNCLIPPED_ARMS:
+        print(
+            f"{arm_name(arm)}: "
+            + "; ".join(
+                f"{name} {stats.summarize(rates(rows, arm, seeds))}"
+                for name, seeds in halves.items()
+            )
+        )
+    print("\npaired differences of error rate (points, seed by seed)\n")
+    for name, pair in differences.items():
+        print(
+            f"{name}: "
+            + "; ".join(
+                f"{label} {stats.paired_difference(*pair(seeds))}"
+                for label, seeds in halves.items()
+            )
+        )
 
 
 def report(path: Path) -> None:
@@ -160,8 +253,8 @@ def report(path: Path) -> None:
         "sinusoidal - none (x sqrt(d))": (sinusoidal, none),
         "none - learned (x sqrt(d))": (none, learned),
         "sinusoidal - none (unscaled)": (sinusoidal_u, none_u),
-        "arm B - sinusoidal (unscaled)": (arm_b, sinusoidal_u),
-        "arm B - sinusoidal (x sqrt(d))": (arm_b, sinusoidal),
+        "started small - sinusoidal (unscaled)": (arm_b, sinusoidal_u),
+        "started small - sinusoidal (x sqrt(d))": (arm_b, sinusoidal),
         "none: x sqrt(d) - unscaled": (none, none_u),
         "learned - none (unscaled)": (learned_u, none_u),
         "interaction: (learned - none) unscaled - (learned - none) x sqrt(d)": None,
@@ -190,7 +283,16 @@ def main() -> None:
     parser.add_argument(
         "--from-csv", action="store_true", help="print the tables of an existing CSV, train nothing"
     )
+    parser.add_argument(
+        "--unclipped", action="store_true",
+        help="the clipping control: train two arms without clipping into majority_position_unclipped.csv",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.unclipped:
+        if not args.from_csv:
+            run_unclipped(args.seeds, UNCLIPPED_OUT)
+        report_unclipped(UNCLIPPED_OUT, args.out)
+        return
     if not args.from_csv:
         run(args.seeds, args.out)
     report(args.out)
