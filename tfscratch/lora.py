@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .checks import check_float_array
-from .layers import ANY_RANK, Linear, _flatten_leading
+from .layers import ANY_RANK, Linear
 from .module import Module, Parameter, make_rng
 
 __all__ = ["LoRALinear", "add_lora", "merge_lora"]
@@ -92,7 +92,7 @@ class LoRALinear(Module):
             ``(..., d_out)``.
         """
         check_float_array(x, "x", ndim=ANY_RANK, last_dim=self.d_in)
-        x_rows = _flatten_leading(x)
+        x_rows = x.reshape(-1, self.d_in)  # (N, d_in): the leading axes as rows
         u = x_rows @ self.lora_A.data  # (N, rank): the input seen through A
         y = x_rows @ self.base.weight.data
         if self.base.bias is not None:
@@ -113,7 +113,7 @@ class LoRALinear(Module):
         """
         self.check_ready_for_backward()
         self.check_grad_shape(grad_output, (*self._x.shape[:-1], self.d_out))
-        x_rows, dy = _flatten_leading(self._x), _flatten_leading(grad_output)
+        x_rows, dy = self._x.reshape(-1, self.d_in), grad_output.reshape(-1, self.d_out)  # rows
         self.lora_B.grad += self.scale * (self._u.T @ dy)  # (rank, N) @ (N, d_out)
         du = self.scale * (dy @ self.lora_B.data.T)  # (N, rank)
         self.lora_A.grad += x_rows.T @ du  # (d_in, N) @ (N, rank)
