@@ -4,8 +4,9 @@
 checks, each with the number it measured and a verdict (notebook 16). Three of them (loss at
 init, causality, overfit one batch) come from Karpathy's blog post "A Recipe for Training
 Neural Networks" (2019; the recipe checks causality with gradients, here a token is changed);
-the other five are the unit tests a from-scratch Transformer needs (a float64 gradient check
-as ``torch.autograd.gradcheck`` does, the KV cache against a full forward, and so on):
+the other five are the standard correctness checks of from-scratch Transformer code (a
+float64 gradient check as ``torch.autograd.gradcheck`` does, the KV cache against a full
+forward, and so on):
 
 1. **loss at init**: a freshly initialised model predicts nearly uniformly, so its loss is
    close to ``ln V``;
