@@ -1,8 +1,12 @@
 """A doctor for a language model: the checks of a careful practitioner, as one table.
 
-``tfscratch.diagnose(model, inputs, targets)`` (this module's :func:`diagnose`) runs the
-checks Karpathy's "A Recipe for Training Neural Networks" (2019) asks for before any long
-training run, each with the number it measured and a verdict (notebook 16):
+``tfscratch.diagnose(model, inputs, targets)`` (this module's :func:`diagnose`) runs eight
+checks, each with the number it measured and a verdict (notebook 16). Three of them (loss at
+init, causality, overfit one batch) come from Karpathy's blog post "A Recipe for Training
+Neural Networks" (2019; the recipe checks causality with gradients, here a token is changed);
+the other five are the standard correctness checks of from-scratch Transformer code (a
+float64 gradient check as ``torch.autograd.gradcheck`` does, the KV cache against a full
+forward, and so on):
 
 1. **loss at init**: a freshly initialised model predicts nearly uniformly, so its loss is
    close to ``ln V``;
@@ -286,21 +290,21 @@ def _every_parameter_learns(model, inputs, targets) -> dict:
 def _overfit(model, inputs, targets) -> dict:
     named = model.named_parameters()
     optimizer = Adam(named, lr=OVERFIT_LR)
-    loss = math.inf
-    for step in range(1, OVERFIT_STEPS + 1):
+    steps = 0  # the loss reported is measured after `steps` updates
+    while True:
         model.zero_grad()
-        logits = model(inputs)
-        loss, grad = _loss_and_grad(logits, targets)
-        if loss < OVERFIT_LOSS or not np.isfinite(loss):
+        loss, grad = _loss_and_grad(model(inputs), targets)
+        if loss < OVERFIT_LOSS or not np.isfinite(loss) or steps == OVERFIT_STEPS:
             break
         model.backward(grad)
         optimizer.step()
+        steps += 1
     return _row(
         "overfit one batch",
         round(float(loss), 4),
         f"< {OVERFIT_LOSS} within {OVERFIT_STEPS} steps",
         _verdict(loss < OVERFIT_LOSS),
-        f"Adam, lr {OVERFIT_LR}, dropout off: loss after {step} steps",
+        f"Adam, lr {OVERFIT_LR}, dropout off: loss after {steps} steps",
     )
 
 
