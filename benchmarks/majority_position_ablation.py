@@ -101,6 +101,24 @@ def arm_name(arm: tuple[str, bool, bool]) -> str:
     return f"{positions} ({'x sqrt(d)' if scaled else 'unscaled'})"
 
 
+def error_counts(wrong: np.ndarray, test_margins: np.ndarray) -> dict:
+    """The test errors of one run, in all and by the majority's margin (0, 1, 2 or more)."""
+    return {
+        "errors": int(wrong.sum()),
+        "errors_margin_0": int(wrong[test_margins == 0].sum()),
+        "errors_margin_1": int(wrong[test_margins == 1].sum()),
+        "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
+    }
+
+
+def write_rows(rows: list[dict], out: Path) -> None:
+    """One CSV row per run, the columns in the rows' order."""
+    with out.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def run(seeds: int, out: Path) -> None:
     X_train, y_train = data.majority_dataset(4000, seq_len=SEQ_LEN, vocab=VOCAB, seed=0)
     X_test, y_test = data.majority_dataset(2000, seq_len=SEQ_LEN, vocab=VOCAB, seed=1)
@@ -115,18 +133,12 @@ def run(seeds: int, out: Path) -> None:
             rows.append({
                 "positions": pos, "scale_embeddings": scaled, "tokens_started_small": small,
                 "seed": seed, "test_accuracy": 1 - wrong.mean(),
-                "errors": int(wrong.sum()),
-                "errors_margin_0": int(wrong[test_margins == 0].sum()),
-                "errors_margin_1": int(wrong[test_margins == 1].sum()),
-                "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
+                **error_counts(wrong, test_margins),
             })  # fmt: skip
             print(f"{arm_name((pos, scaled, small)):>45} seed {seed:2}: accuracy "
                   f"{rows[-1]['test_accuracy']:.4f}", flush=True)  # fmt: skip
     print(f"{len(rows)} runs, {time.process_time() - start:.0f} CPU seconds")
-    with out.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(rows, out)
 
 
 def run_unclipped(seeds: int, out: Path) -> None:
@@ -145,19 +157,13 @@ def run_unclipped(seeds: int, out: Path) -> None:
             rows.append({
                 "positions": pos, "scale_embeddings": scaled, "tokens_started_small": small,
                 "max_grad_norm": "none", "seed": seed, "test_accuracy": 1 - wrong.mean(),
-                "errors": int(wrong.sum()),
-                "errors_margin_0": int(wrong[test_margins == 0].sum()),
-                "errors_margin_1": int(wrong[test_margins == 1].sum()),
-                "errors_margin_2_or_more": int(wrong[test_margins >= 2].sum()),
+                **error_counts(wrong, test_margins),
                 "token_vector_norm": round(float(np.linalg.norm(tokens, axis=-1).mean()), 4),
             })  # fmt: skip
             print(f"{arm_name((pos, scaled, small)):>45} seed {seed:2}, no clipping: accuracy "
                   f"{rows[-1]['test_accuracy']:.4f}", flush=True)  # fmt: skip
     print(f"{len(rows)} runs, {time.process_time() - start:.0f} CPU seconds")
-    with out.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(rows, out)
 
 
 def report_unclipped(path: Path, clipped_path: Path) -> None:

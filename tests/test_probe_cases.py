@@ -2,10 +2,11 @@
 each rebuilt as a test under the probe's id: a case the probe found silently wrong, crashing
 or unclear either works now or raises a ValueError/TypeError naming the argument, the value
 and what was expected. (Cases the probe found holding are covered by test_bad_input.py,
-test_generate.py, test_checkpoint.py, test_learner_code.py and test_forward_records.py.)
+test_generate.py, test_checkpoint.py, test_learner_code.py and test_forward_records.py, and so
+are its failing learner habits C12-C15, C18, C25-C29 and C32, each tested there: a second
+forward or backward, reuse in one forward, a forward under no_grad before the backward, no_grad
+on a generator and in another thread, generation restoring each module's mode.)
 """
-
-import threading
 
 import numpy as np
 import pytest
@@ -16,15 +17,9 @@ from tfscratch import functional as F
 from tfscratch.gradient_check import gradcheck
 from tfscratch.train import train
 
-from .conftest import randomize
-
 
 def lm(**options):
     return DecoderLM(11, 16, 2, 2, max_len=8, seed=0, **options)
-
-
-def lm64(**options):
-    return randomize(DecoderLM(11, 8, 2, 2, max_len=8, seed=0, dtype=np.float64, **options))
 
 
 def tokens(seed=0, shape=(2, 6)):
@@ -157,78 +152,6 @@ def test_A110_train_refuses_an_optimiser_of_another_model():
     batches = [(tokens(0), tokens(1))] * 2
     with pytest.raises(ValueError, match="optimi"):
         train(new, optimizer, iter(batches), 2, progress=False)
-
-
-def test_C12_a_second_forward_on_other_values_then_backward_raises():
-    model = lm64()
-    logits = model(tokens(0))
-    model(tokens(1))
-    with pytest.raises(RuntimeError, match="other values"):
-        model.backward(np.ones_like(logits))
-
-
-def test_C13_C25_C26_a_no_grad_forward_between_forward_and_backward_raises():
-    for look in (lambda m: m(tokens(1)), lambda m: tfscratch.generate(m, [1], 2, temperature=0)):
-        model = lm64()
-        logits = model(tokens(0))
-        with tfscratch.no_grad():
-            look(model)
-        with pytest.raises(RuntimeError, match="no_grad"):
-            model.backward(np.ones_like(logits))
-
-
-def test_C14_a_second_backward_raises():
-    model = lm64()
-    logits = model(tokens(0))
-    model.backward(np.ones_like(logits))
-    with pytest.raises(RuntimeError, match="twice"):
-        model.backward(np.ones_like(logits))
-
-
-def test_C15_C18_reuse_gets_both_gradients():
-    model = lm64()
-    model.blocks[1] = model.blocks[0]
-    assert gradcheck(model, tokens()) < 1e-6
-
-
-def test_C28_no_grad_on_a_generator_leaves_the_caller_in_grad_mode():
-    @tfscratch.no_grad()
-    def steps():
-        for _ in range(2):
-            yield tfscratch.is_grad_enabled()
-
-    seen = []
-    for inside in steps():
-        seen.append((inside, tfscratch.is_grad_enabled()))
-    assert seen == [(False, True), (False, True)]
-
-
-def test_C29_no_grad_in_another_thread_leaves_this_one_training():
-    model, entered, release = lm64(), threading.Event(), threading.Event()
-
-    def hold_no_grad():
-        with tfscratch.no_grad():
-            entered.set()
-            release.wait(5)
-
-    helper = threading.Thread(target=hold_no_grad)
-    helper.start()
-    entered.wait(5)
-    try:
-        logits = model(tokens(0))
-        model.backward(np.ones_like(logits))
-    finally:
-        release.set()
-        helper.join()
-    assert all(p.grad is not None and p.grad.any() for p in model.blocks[0].parameters())
-
-
-def test_C32_generate_restores_each_modules_own_mode():
-    model = lm()
-    model.train()
-    model.blocks[0].eval()
-    tfscratch.generate(model, [1], 3, seed=0)
-    assert model.training and not model.blocks[0].training
 
 
 def test_C35_replacing_a_layer_after_building_the_optimiser_is_refused_by_train():
