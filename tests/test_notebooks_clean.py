@@ -532,6 +532,26 @@ def test_markdown_does_not_speak_about_the_test_machinery(notebook_path):
     assert not talk, f"markdown cells speak about tests: {talk}"
 
 
+# a control character in a cell's text is almost always an escape gone wrong: "\\theta" written
+# through a Python string without r"" becomes a TAB and "heta", and renders as "heta"
+CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\t")
+
+
+def test_cells_hold_no_control_characters(notebook_path):
+    nb = read(notebook_path)
+    found = {
+        index: repr(cell.source[max(0, m.start() - 20) : m.end() + 20])
+        for index, cell in enumerate(nb.cells)
+        if (m := CONTROL_CHARACTER.search(cell.source))
+    }
+    assert not found, f"cells with a control character (an escape gone wrong?): {found}"
+
+
+def test_control_character_rule_catches_a_lost_backslash():
+    assert CONTROL_CHARACTER.search("where $\theta$ predicts")
+    assert not CONTROL_CHARACTER.search("where $\\theta$ predicts\n  indented")
+
+
 def test_exercise_rules_catch_a_bad_solution_cell():
     good = 'def f(x):\n    """Return x + 1."""\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n'
     assert solution_problems(good) == []
