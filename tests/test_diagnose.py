@@ -185,3 +185,20 @@ def test_bad_input_raises_clear_errors(batch):
 
     with pytest.raises(ValueError, match="logits"):
         tfscratch.diagnose(NotLogits(), inputs, targets)
+
+
+def test_the_causality_detail_tells_a_one_step_leak_from_a_mix_over_all_positions(reports):
+    """``causal_off_by_one`` and ``layernorm_wrong_axis`` give the same eight verdicts; how far
+    back the last token reaches tells them apart (one position per layer, against all)."""
+    off_by_one, over_time = reports["causal_off_by_one"], reports["layernorm_wrong_axis"]
+    assert verdicts(off_by_one) == verdicts(over_time)
+    T = 12
+    detail = {
+        bug: reports[bug].set_index("check").loc["causality", "detail"]
+        for bug in (None, "causal_off_by_one", "layernorm_wrong_axis")
+    }
+    assert detail[None].endswith(f"moves 0 of the {T - 1} positions before it")
+    assert detail["causal_off_by_one"].endswith(f"moves 2 of the {T - 1} positions before it")
+    assert detail["layernorm_wrong_axis"].endswith(
+        f"moves {T - 1} of the {T - 1} positions before it"
+    )

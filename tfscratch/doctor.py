@@ -5,12 +5,14 @@ checks, each with the number it measured and a verdict (notebook 16). Three of t
 init, causality, overfit one batch) come from Karpathy's blog post "A Recipe for Training
 Neural Networks" (2019; the recipe checks causality with gradients, here a token is changed);
 the other five are the standard correctness checks of from-scratch Transformer code (a
-float64 gradient check as ``torch.autograd.gradcheck`` does, the KV cache against a full
-forward, and so on):
+gradient check in the spirit of ``torch.autograd.gradcheck``: float64 central differences,
+here on sampled coordinates; the KV cache against a full forward, and so on):
 
 1. **loss at init**: a freshly initialised model predicts nearly uniformly, so its loss is
    close to ``ln V``;
-2. **causality**: changing a token leaves the logits of every earlier position unchanged;
+2. **causality**: changing a token leaves the logits of every earlier position unchanged
+   (``detail`` also says how many earlier positions the last token moves: one per layer for
+   a mask that sees one step ahead, all of them for a mix over every position);
 3. **cached = uncached**: feeding the tokens one at a time through the KV cache gives the
    logits of one full forward;
 4. **gradient check**: sampled coordinates of every parameter's gradient agree with float64
@@ -155,20 +157,32 @@ def _causality(model, inputs, logits, vocab_size: int) -> dict:
     T = inputs.shape[1]
     if T < 2:
         return _row("causality", np.nan, "n/a: needs at least 2 positions", "n/a")
-    worst, where = 0.0, 0
+    worst, where, reach = 0.0, 0, 0
     for t in sorted({1, T // 2, T - 1}):
         changed = inputs.copy()
         changed[:, t] = (changed[:, t] + 1) % vocab_size
         change = _relative_change(logits[:, :t], _logits(model, changed)[:, :t])
         if change >= worst:
             worst, where = change, t
+        if t == T - 1:  # how far back a leak reaches: the earlier positions the last token moves
+            reach = _positions_moved(logits[:, :t], _logits(model, changed)[:, :t])
     return _row(
         "causality",
         float(f"{worst:.3g}"),
         f"0 (relative change < {SAME_LOGITS:g})",
         _verdict(worst < SAME_LOGITS),
-        f"largest change of earlier logits when the token at position {where} changes",
+        f"largest change of earlier logits when the token at position {where} changes; "
+        f"the last token moves {reach} of the {T - 1} positions before it",
     )
+
+
+def _positions_moved(reference: np.ndarray, other: np.ndarray) -> int:
+    """How many positions (axis 1) change by at least ``SAME_LOGITS`` of the largest logit: a
+    mask that sees one step ahead moves one position per layer, a mix over all positions
+    moves them all."""
+    scale = float(np.max(np.abs(reference))) or 1.0
+    change = np.max(np.abs(np.asarray(reference, np.float64) - other), axis=(0, 2)) / scale
+    return int((change >= SAME_LOGITS).sum())
 
 
 def _takes_kv_cache(model) -> str | None:
