@@ -2,7 +2,7 @@
 
 The shipped names model (``tfscratch.pretrained.load_names_model``: 203,008 parameters, trained
 on the names of 2017) is adapted to the names given in 1920 (``load_names(1920)``, split
-80/10/10 by ``train_val_test_split(..., seed=0)``) in five ways, each for ``STEPS`` AdamW steps
+80/10/10 by ``train_val_test_split(..., seed=0)``) in six ways, each for ``STEPS`` AdamW steps
 of ``BATCH`` names:
 
 * ``full``: every parameter trains (lr ``LR_FULL``);
