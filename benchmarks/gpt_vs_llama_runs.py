@@ -20,7 +20,10 @@ step. Seed ``s`` draws both pages' initial weights from ``s`` and their batches 
 numbers: both inits draw the token embedding first (so it is identical), and then different
 shapes in a different order.
 
-Usage (the machine is shared: one BLAS thread, low priority; about 2 CPU-minutes for 10 seeds)::
+Usage (the machine is shared: one BLAS thread, low priority). Ten seeds are 20 runs of 300 steps;
+each takes about as long as the notebook's own 300-step runs (14 s to 26 s each in executions of
+the notebook on a shared 2-core machine), so expect some 5 to 9 CPU-minutes in all (an estimate
+from those runs, not a timing of this script)::
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/gpt_vs_llama_runs.py
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/gpt_vs_llama_runs.py \
