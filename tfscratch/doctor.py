@@ -161,11 +161,12 @@ def _causality(model, inputs, logits, vocab_size: int) -> dict:
     for t in sorted({1, T // 2, T - 1}):
         changed = inputs.copy()
         changed[:, t] = (changed[:, t] + 1) % vocab_size
-        change = _relative_change(logits[:, :t], _logits(model, changed)[:, :t])
+        earlier = _logits(model, changed)[:, :t]
+        change = _relative_change(logits[:, :t], earlier)
         if change >= worst:
             worst, where = change, t
         if t == T - 1:  # how far back a leak reaches: the earlier positions the last token moves
-            reach = _positions_moved(logits[:, :t], _logits(model, changed)[:, :t])
+            reach = _positions_moved(logits[:, :t], earlier)
     return _row(
         "causality",
         float(f"{worst:.3g}"),
