@@ -21,9 +21,9 @@ numbers: both inits draw the token embedding first (so it is identical), and the
 shapes in a different order.
 
 Usage (the machine is shared: one BLAS thread, low priority). Ten seeds are 20 runs of 300 steps;
-each takes about as long as the notebook's own 300-step runs (14 s to 26 s each in executions of
-the notebook on a shared 2-core machine), so expect some 5 to 9 CPU-minutes in all (an estimate
-from those runs, not a timing of this script)::
+each takes about as long as the notebook's own 300-step runs (5 s each on a quiet 2-core machine,
+up to 26 s on a shared one, in executions of the notebook), so expect some 2 to 9 CPU-minutes in
+all (an estimate from those runs, not a timing of this script)::
 
     OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/gpt_vs_llama_runs.py
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/gpt_vs_llama_runs.py \
