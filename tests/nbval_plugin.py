@@ -20,6 +20,40 @@ def pytest_collectstart(collector):
 OUTPUT_TIMEOUT_S = 60
 
 
+# nbval reads a cell's messages only after the cell has finished. ZeroMQ keeps at most 1,000
+# unread messages on each side of the kernel's output channel and drops the rest, so a long
+# cell that sends many (a progress bar redrawn for minutes on a busy machine) loses its final
+# "idle" message and fails with "Timeout ... waiting for output" although it ran fine (a bar
+# redrawn 30,000 times failed so: tests/test_nbval_plugin.py). The kernel client therefore keeps every message it receives
+# (a receive limit of 0: none), as a frontend that reads as they come in never needs to.
+def _start_new_kernel_keeping_every_message(startup_timeout=60, kernel_name="python", **kwargs):
+    import zmq
+    from jupyter_client.manager import KernelManager
+    from nbval import kernel as nbval_kernel
+
+    km = KernelManager(
+        kernel_name=kernel_name, kernel_spec_manager=nbval_kernel.NbvalKernelspecManager()
+    )
+    km.start_kernel(**kwargs)
+    context = zmq.Context()
+    context.setsockopt(zmq.RCVHWM, 0)  # default for the client's sockets, set before they exist
+    kc = km.client(context=context)
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel()
+        raise
+    return km, kc
+
+
+def pytest_configure(config):
+    from nbval import kernel as nbval_kernel
+
+    nbval_kernel.start_new_kernel = _start_new_kernel_keeping_every_message
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--rerun-cells",
