@@ -24,8 +24,9 @@ OUTPUT_TIMEOUT_S = 60
 # unread messages on each side of the kernel's output channel and drops the rest, so a long
 # cell that sends many (a progress bar redrawn for minutes on a busy machine) loses its final
 # "idle" message and fails with "Timeout ... waiting for output" although it ran fine (a bar
-# redrawn 30,000 times failed so: tests/test_nbval_plugin.py). The kernel client therefore keeps every message it receives
-# (a receive limit of 0: none), as a frontend that reads as they come in never needs to.
+# redrawn 30,000 times failed so: tests/test_nbval_plugin.py). The kernel client therefore
+# keeps every message it receives (a receive limit of 0: none), as a frontend that reads them
+# as they come in never needs to.
 def _start_new_kernel_keeping_every_message(startup_timeout=60, kernel_name="python", **kwargs):
     import zmq
     from jupyter_client.manager import KernelManager

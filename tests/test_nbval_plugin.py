@@ -51,5 +51,5 @@ def test_a_cell_that_sends_thousands_of_messages_passes(tmp_path):
         timeout=600,
         check=False,
     )
-    assert done.returncode == 0, done.stdout[-30000:]
+    assert done.returncode == 0, done.stdout[-3000:]
     assert "2 passed" in done.stdout
