@@ -21,8 +21,12 @@ scratch model's weights) from ``s``. Each run's row records the loss (nats per c
 all 1920 validation names, on all 2017 validation names of ``train_val_test_split(load_names(),
 seed=0)`` (what the model had learned: forgetting shows as a rise from 1.939), the trainable
 parameters and the bytes of AdamW's state (its ``m`` and ``v``, built over the trainable
-parameters only). The CSV is ``tfscratch/assets/finetuning_runs.csv``; the notebook re-runs
-seed 0 of two methods itself and checks they match the stored rows.
+parameters only), and ``cpu_s``: the process's CPU time around the run and its two evaluations,
+rounded to 0.1 s. CPU time is not a clean cost per method: it moves with what else the machine
+runs (seeds run at a busy moment are slower for every method), and the ``matrices only`` rows
+were added by a later run than the others, so their times are not comparable with the rest.
+The CSV is ``tfscratch/assets/finetuning_runs.csv``; the notebook re-runs seed 0 of all five
+methods it trains itself and checks they match the stored rows.
 
 Usage (the machine is shared: one BLAS thread, low priority; about 6 CPU-minutes for 8 seeds)::
 
