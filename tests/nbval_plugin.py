@@ -26,19 +26,24 @@ OUTPUT_TIMEOUT_S = 60
 # "idle" message and fails with "Timeout ... waiting for output" although it ran fine (a bar
 # redrawn 30,000 times failed so: tests/test_nbval_plugin.py). The kernel client therefore
 # keeps every message it receives (a receive limit of 0: none), as a frontend that reads them
-# as they come in never needs to.
+# as they come in never needs to. One ZeroMQ context serves every notebook's client.
+_CLIENT_CONTEXT = None
+
+
 def _start_new_kernel_keeping_every_message(startup_timeout=60, kernel_name="python", **kwargs):
+    global _CLIENT_CONTEXT
     import zmq
     from jupyter_client.manager import KernelManager
     from nbval import kernel as nbval_kernel
 
+    if _CLIENT_CONTEXT is None:
+        _CLIENT_CONTEXT = zmq.Context()
+        _CLIENT_CONTEXT.setsockopt(zmq.RCVHWM, 0)  # the default of every socket it makes later
     km = KernelManager(
         kernel_name=kernel_name, kernel_spec_manager=nbval_kernel.NbvalKernelspecManager()
     )
     km.start_kernel(**kwargs)
-    context = zmq.Context()
-    context.setsockopt(zmq.RCVHWM, 0)  # default for the client's sockets, set before they exist
-    kc = km.client(context=context)
+    kc = km.client(context=_CLIENT_CONTEXT)
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=startup_timeout)
