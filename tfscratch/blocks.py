@@ -124,7 +124,7 @@ class TransformerBlock(Module):
         d_model: the width D.
         n_heads: attention heads; must divide ``d_model``.
         d_ff: the feed-forward width (default ``4 * d_model``).
-        dropout: drop probability of attention weights and sublayer outputs (training only).
+        dropout: drop probability of attention weights, feed-forward activations and sublayer outputs (training only).
         norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
         activation: ``"gelu"`` or ``"relu"``.
         causal: the self-attention sees only earlier positions.
@@ -272,7 +272,7 @@ class EncoderBlock(TransformerBlock):
         d_model: the width D.
         n_heads: attention heads; must divide ``d_model``.
         d_ff: the feed-forward width (default ``4 * d_model``).
-        dropout: drop probability of attention weights and sublayer outputs (training only).
+        dropout: drop probability of attention weights, feed-forward activations and sublayer outputs (training only).
         norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
         activation: ``"gelu"`` or ``"relu"``.
         rotary: a :class:`~tfscratch.positional.RotaryPositionalEmbedding` for the
@@ -328,7 +328,7 @@ class DecoderBlock(TransformerBlock):
         d_model: the width D.
         n_heads: attention heads; must divide ``d_model``.
         d_ff: the feed-forward width (default ``4 * d_model``).
-        dropout: drop probability of attention weights and sublayer outputs (training only).
+        dropout: drop probability of attention weights, feed-forward activations and sublayer outputs (training only).
         norm: ``"pre"`` (LayerNorm before each sublayer) or ``"post"`` (after each residual sum).
         activation: ``"gelu"`` or ``"relu"``.
         cross_attention: add cross-attention over an encoder's output (``memory``).

@@ -286,7 +286,7 @@ class DecoderLM(Module):
         n_layers: the number of decoder blocks.
         d_ff: the feed-forward width (default ``4 * d_model``).
         max_len: the longest sequence the model reads (the position tables' length).
-        dropout: drop probability of the embeddings, attention weights and sublayer outputs
+        dropout: drop probability of the embeddings, attention weights, feed-forward activations and sublayer outputs
             (training mode only).
         pos: ``"learned"`` or ``"sinusoidal"`` (added to the token embeddings), or ``"rope"``
             (rotary: queries and keys of self-attention are rotated, notebook 12).
@@ -432,7 +432,7 @@ class Seq2SeqTransformer(Module):
         n_decoder_layers: decoder blocks (each with cross-attention over the encoder's output).
         d_ff: the feed-forward width (default ``4 * d_model``).
         max_len: the longest sequence the model reads (the position tables' length).
-        dropout: drop probability of the embeddings, attention weights and sublayer outputs
+        dropout: drop probability of the embeddings, attention weights, feed-forward activations and sublayer outputs
             (training mode only).
         pos: ``"learned"`` or ``"sinusoidal"`` (added to the token embeddings), or ``"rope"``
             (rotary: queries and keys of self-attention are rotated, notebook 12).
