@@ -437,8 +437,9 @@ def warmup_cosine(
     Warm-up starts at ``base_lr / warmup_steps`` (never 0, so step 0 is not wasted) and reaches
     ``base_lr`` at ``step = warmup_steps - 1``; the cosine starts at ``base_lr`` at
     ``step = warmup_steps``, is halfway between ``base_lr`` and ``min_lr`` midway, and reaches
-    ``min_lr`` at ``total_steps``. Adam's first updates rest on poor estimates of ``v``; small
-    steps while they settle are why Transformers are trained with a warm-up.
+    ``min_lr`` at ``total_steps``. One account of why Transformers are trained with a warm-up
+    (Liu et al. 2020, the RAdam paper): Adam's first updates rest on poor estimates of ``v``, and
+    small steps let them settle. Notebook 06 gives two other accounts; notebook 07 tests none.
 
     Args:
         step: ``>= 0``, the number of optimiser steps taken so far.
